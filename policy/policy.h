@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * policy.h - the policy module's one public header: logging, and the
+ * configuration (built-in defaults < r2cc.conf < R2CC_* environment).
+ * Locks: none yet; logging is lock-free and the config calls reentrant.
+ */
+#ifndef R2CC_POLICY_H
+#define R2CC_POLICY_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "r2cc_config.h"
+
+enum r2cc_log_level {
+	R2CC_LOG_OFF,
+	R2CC_LOG_ERR,
+	R2CC_LOG_WARN,
+	R2CC_LOG_INFO,
+	R2CC_LOG_DEBUG,
+};
+
+/* Longest line r2cc_log() writes; longer ones are cut to end in "...\n" */
+#define R2CC_LOG_LINE_MAX 1024
+/* A log hook gets one whole line: prefix, '\n' and NUL included */
+typedef void (*r2cc_log_fn)(enum r2cc_log_level level, const char *line,
+			    size_t len);
+/**
+ * r2cc_log() - emit "r2cc[pid]: mod: func:line: message\n" in one write(2)
+ * @level: R2CC_LOG_ERR..R2CC_LOG_DEBUG; dropped if above the current level
+ * @mod: module name
+ * @func: calling function
+ * @line: calling line
+ * @fmt: printf format; a missing trailing newline is added
+ * Goes to the r2cc_log_set_fn() hook if set, else the r2cc_log_open_file()
+ * file, else stderr; never stdout. Preserves errno. Thread-safe.
+ */
+void r2cc_log(enum r2cc_log_level level, const char *mod, const char *func,
+	      int line, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Each library names itself with -DR2CC_LOG_MOD="..." in its c_args */
+#ifndef R2CC_LOG_MOD
+#define R2CC_LOG_MOD "r2cc"
+#endif
+#define r2cc_log_at(lvl, fmt, ...) \
+	r2cc_log(lvl, R2CC_LOG_MOD, __func__, __LINE__, fmt, ##__VA_ARGS__)
+#define r2cc_err(fmt, ...) r2cc_log_at(R2CC_LOG_ERR, fmt, ##__VA_ARGS__)
+#define r2cc_warn(fmt, ...) r2cc_log_at(R2CC_LOG_WARN, fmt, ##__VA_ARGS__)
+#define r2cc_info(fmt, ...) r2cc_log_at(R2CC_LOG_INFO, fmt, ##__VA_ARGS__)
+#define r2cc_dbg(fmt, ...) r2cc_log_at(R2CC_LOG_DEBUG, fmt, ##__VA_ARGS__)
+/* Data path: compiled out unless -Ddatapath_debug=true; format checked */
+#define r2cc_dbg_dp(fmt, ...) \
+	((void)(R2CC_DATAPATH_DEBUG && (r2cc_dbg(fmt, ##__VA_ARGS__), 0)))
+/**
+ * r2cc_log_set_fn() - send log lines to @fn (NULL: back to file/stderr)
+ * @fn: the hook
+ * One atomic exchange: a racing message goes wholly to the old or the new
+ * sink, and the old hook may still be running when this returns.
+ * Return: the previous hook.
+ */
+r2cc_log_fn r2cc_log_set_fn(r2cc_log_fn fn);
+/**
+ * r2cc_log_set_level() - set the most verbose level emitted
+ * @level: R2CC_LOG_OFF..R2CC_LOG_DEBUG (clamped)
+ * Until set it is R2CC_LOG_WARN, so what r2cc_config_load() reports is
+ * seen; callers then apply cfg->log_level. Return: the previous level.
+ */
+enum r2cc_log_level r2cc_log_set_level(enum r2cc_log_level level);
+enum r2cc_log_level r2cc_log_get_level(void);
+/**
+ * r2cc_log_open_file() - log to @path (NULL or "": back to stderr)
+ * @path: opened O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, mode 0600
+ * Later files are dup3()ed over the first descriptor, so a racing writer
+ * never uses a closed or recycled fd. Return: 0, or -errno (sink kept).
+ */
+int r2cc_log_open_file(const char *path);
+
+/* Settings: indexes into the table in config.c. CONFIG is env-only. */
+enum r2cc_conf_key {
+	R2CC_CONF_DISABLE,
+	R2CC_CONF_LOG,
+	R2CC_CONF_LOG_FILE,
+	R2CC_CONF_RAILS,
+	R2CC_CONF_BACKUP,
+	R2CC_CONF_DETECT_MS,
+	R2CC_CONF_FAILBACK,
+	R2CC_CONF_FAILBACK_HOLD_MS,
+	R2CC_CONF_CTRL_PORT,
+	R2CC_CONF_CTRL_IF,
+	R2CC_CONF_SECRET_FILE,
+	R2CC_CONF_STATS,
+	R2CC_CONF_CONFIG,
+	R2CC_CONF_NR
+};
+enum r2cc_conf_src { R2CC_SRC_DEFAULT, R2CC_SRC_FILE, R2CC_SRC_ENV };
+enum r2cc_backup { R2CC_BACKUP_EAGER, R2CC_BACKUP_LAZY };
+
+#define R2CC_RAILS_MAX 16
+#define R2CC_DEVNAME_MAX 64 /* 63 characters and the NUL */
+#define R2CC_IFNAMSIZ 16 /* IFNAMSIZ: 15 characters and the NUL */
+#define R2CC_CONF_LINE_MAX 4096 /* longer r2cc.conf lines are skipped */
+
+struct r2cc_rails {
+	unsigned int n; /* 0 = all rails */
+	struct r2cc_rail_spec {
+		char dev[R2CC_DEVNAME_MAX];
+		uint8_t port; /* 1..255; 0 = every port of dev */
+	} v[R2CC_RAILS_MAX];
+};
+
+/* The effective settings; strings are "" when unset. No pointers. */
+struct r2cc_config {
+	bool disable;
+	enum r2cc_log_level log_level;
+	char log_file[PATH_MAX]; /* "" = stderr */
+	struct r2cc_rails rails;
+	enum r2cc_backup backup;
+	uint32_t detect_ms;
+	bool failback;
+	uint32_t failback_hold_ms;
+	uint32_t ctrl_port;
+	char ctrl_if[R2CC_IFNAMSIZ]; /* "" = any interface */
+	char secret_file[PATH_MAX];
+	char stats_file[PATH_MAX];
+	char config_file[PATH_MAX];
+	uint8_t src[R2CC_CONF_NR]; /* enum r2cc_conf_src */
+	uint32_t src_line[R2CC_CONF_NR]; /* r2cc.conf line if src is FILE */
+};
+
+/* Gets each problem message, without the r2cc_log() prefix */
+typedef void (*r2cc_conf_report_fn)(void *arg, const char *msg);
+/* Streaming r2cc.conf parser (init, line..., finish); fuzzers drive it */
+struct r2cc_conf_parser {
+	struct r2cc_config *cfg; /* borrowed */
+	const char *origin; /* borrowed: file name for messages */
+	r2cc_conf_report_fn report; /* optional; set after init */
+	void *report_arg; /* borrowed */
+	unsigned int line, problems;
+	uint32_t seen[R2CC_CONF_NR]; /* line that last set each key */
+};
+/**
+ * r2cc_config_load() - defaults, then $R2CC_CONFIG, then the environment
+ * @cfg: filled in; always usable afterwards
+ * @envp: "NAME=value" array ending in NULL (callers pass environ), or NULL
+ *
+ * Each problem is one r2cc_log() warning (and one @fn call, for _report).
+ * A bad value keeps the value of the layer below: the file's if it set
+ * one, else the default. Unknown keys and R2CC_* variables are reported,
+ * ignored. r2cc_config_init() only fills in the defaults.
+ * Return: the number of problems (0 = clean).
+ */
+int r2cc_config_load(struct r2cc_config *cfg, char **envp);
+int r2cc_config_load_report(struct r2cc_config *cfg, char **envp,
+			    r2cc_conf_report_fn fn, void *arg);
+void r2cc_config_init(struct r2cc_config *cfg);
+/**
+ * r2cc_conf_parse_line() - parse one r2cc.conf line into p->cfg
+ * @p: from r2cc_conf_parse_init(p, cfg, origin): cfg is not reset, and
+ *     origin names the file in messages ("path:line: key")
+ * @line: its bytes, not NUL-terminated, a trailing '\n' optional
+ * @len: its length; a line over R2CC_CONF_LINE_MAX is reported, skipped
+ * Return: 0, or -errno after reporting a problem. r2cc_conf_parse_finish()
+ * returns the number of problems since init.
+ */
+void r2cc_conf_parse_init(struct r2cc_conf_parser *p, struct r2cc_config *cfg,
+			  const char *origin);
+int r2cc_conf_parse_line(struct r2cc_conf_parser *p, const char *line,
+			 size_t len);
+int r2cc_conf_parse_finish(struct r2cc_conf_parser *p);
+/**
+ * r2cc_config_lookup() - find a setting by name
+ * @name: "R2CC_LOG", "log", "LOG"...: case-insensitive, prefix optional
+ * Return: its enum r2cc_conf_key, or -ENOENT. r2cc_config_key_name() is
+ * the reverse ("R2CC_LOG"; NULL if out of range).
+ */
+int r2cc_config_lookup(const char *name);
+const char *r2cc_config_key_name(int key);
+/**
+ * r2cc_config_format() - the value of setting @key as text ("" if unset)
+ * @cfg: settings
+ * @key: enum r2cc_conf_key
+ * @buf: output
+ * @size: its size
+ * Return: 0, -EINVAL for a bad key, -ENOSPC if @buf is too small.
+ */
+int r2cc_config_format(const struct r2cc_config *cfg, int key, char *buf,
+		       size_t size);
+/**
+ * r2cc_config_dump() - print "key = value   # source" lines to @f
+ * @cfg: settings
+ * @f: output stream; it reads back as r2cc.conf (unset: commented out)
+ * Return: 0, or -EIO if writing failed.
+ */
+int r2cc_config_dump(const struct r2cc_config *cfg, FILE *f);
+
+#endif /* R2CC_POLICY_H */

@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: MIT
+# The scenario library, sourced in each lab guest: who we are, where the rails
+# are, a barrier between the nodes, result reporting and the fault primitives.
+# Every wait here is bounded.
+
+LAB=/lab                       # the run folder, shared with the host (9p)
+NODE=$LAB_node                 # a or b
+PEER=$([ "$NODE" = a ] && echo b || echo a)
+RAILS=${LAB_rails:-2}
+REPO=$LAB_repo
+BUILD=$LAB_build
+RESULTS=$LAB/$NODE.results
+
+node_num() { [ "$1" = a ] && echo 1 || echo 2; }
+# Rail i of node n is 10.10.i.n/24 on the wire shared with the peer's rail i;
+# the management network is 10.10.99.n. These exist only on QEMU's emulated
+# wires between the two VMs.
+rail_ip() { echo "10.10.$2.$(node_num "$1")"; }
+mgmt_ip() { echo "10.10.99.$(node_num "$1")"; }
+rail_ibdev() { echo "rxe$1"; }
+rail_mac() { printf '52:54:00:72:0%s:%02x' "$1" "$2"; }
+# Netdev by MAC, so that PCI enumeration order does not matter.
+mac_dev() {
+	local f
+	for f in /sys/class/net/*/address; do
+		[ "$(cat "$f")" = "$1" ] && { basename "$(dirname "$f")"; return 0; }
+	done
+	return 1
+}
+rail_dev() { mac_dev "$(rail_mac "$NODE" "$1")"; }
+mgmt_dev() { mac_dev "$(rail_mac "$NODE" 99)"; }
+
+log() { echo "[$NODE $(date +%T)] $*"; }
+
+# check STATUS NAME [DETAIL...]: one result line for the host.
+check() {
+	local st=$1 name=$2; shift 2
+	echo "CHECK $st $name $*" >> "$RESULTS"
+	log "check $st $name $*"
+}
+# metric NAME VALUE: a figure for the host's report.
+metric() { echo "METRIC $1 $2" >> "$RESULTS"; }
+
+# bounded SECONDS CMD...: run CMD, killed after SECONDS (exit 124).
+bounded() {
+	local t=$1; shift
+	timeout -k 5 "$t" "$@"
+}
+
+# barrier NAME [SECONDS]: wait until the peer reached the same barrier.
+barrier() {
+	local name=$1 t=${2:-120} i=0
+	mkdir -p "$LAB/barrier"
+	: > "$LAB/barrier/$name.$NODE"
+	while [ ! -e "$LAB/barrier/$name.$PEER" ]; do
+		i=$((i + 1))
+		if [ $i -gt $((t * 10)) ]; then
+			check fail "barrier.$name" "peer not there after ${t}s"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# wait_listen PORT [SECONDS]: a local TCP listener is up on PORT.
+wait_listen() {
+	local port=$1 t=${2:-30} i=0
+	while ! ss -Hltn "sport = :$port" | grep -q .; do
+		i=$((i + 1))
+		[ $i -gt $((t * 10)) ] && return 1
+		sleep 0.1
+	done
+}
+
+# pair NAME EXPECT SECONDS PORT SERVER_CMD CLIENT_CMD
+# Runs a client/server program across the nodes: the server on node a, the
+# client on node b (its command may use $SERVER, a's management address, so
+# that the out-of-band exchange never depends on the rail under test).
+# EXPECT is ok (both sides exit 0) or fail (the client fails, within SECONDS).
+# Output goes to $LAB/$NODE.NAME.out. Returns 0 when the expectation held.
+pair() {
+	local name=$1 expect=$2 t=$3 port=$4 srv=$5 cli=$6
+	local out=$LAB/$NODE.$name.out rc start end
+	SERVER=$(mgmt_ip a)
+	export SERVER
+	if [ "$NODE" = a ]; then
+		bounded "$t" stdbuf -oL -eL bash -c "$srv" > "$out" 2>&1 &
+		local pid=$!
+		wait_listen "$port" 60 || log "$name: server not listening on $port"
+		barrier "$name.ready" || { kill $pid 2>/dev/null; return 1; }
+		if [ "$expect" = ok ]; then
+			wait $pid; rc=$?
+			barrier "$name.done" $((t + 30))
+		else
+			# The client's failure is the result; the server would wait
+			# for a peer that is gone, so end it once the client is done.
+			barrier "$name.done" $((t + 30))
+			kill $pid 2>/dev/null
+			wait $pid; rc=$?
+		fi
+		if [ "$expect" = ok ]; then
+			[ $rc -eq 0 ] && check pass "$name.server" ||
+				check fail "$name.server" "exit $rc (see $(basename "$out"))"
+		else
+			check pass "$name.server" "exit $rc"
+		fi
+		[ "$expect" = fail ] || [ $rc -eq 0 ]
+	else
+		barrier "$name.ready" $((t + 60)) || return 1
+		start=$(date +%s.%N)
+		bounded "$t" stdbuf -oL -eL bash -c "$cli" > "$out" 2>&1; rc=$?
+		end=$(date +%s.%N)
+		barrier "$name.done" $((t + 30))
+		local dt
+		dt=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+		if [ "$expect" = ok ]; then
+			[ $rc -eq 0 ] && check pass "$name.client" "${dt}s" ||
+				check fail "$name.client" "exit $rc after ${dt}s (see $(basename "$out"))"
+			[ $rc -eq 0 ]
+		else
+			[ $rc -ne 0 ] && check pass "$name.client" "failed as expected: exit $rc after ${dt}s" ||
+				check fail "$name.client" "succeeded although the rail is broken"
+			[ $rc -ne 0 ]
+		fi
+	fi
+}
+
+# ---- fault primitives, by rail number -------------------------------------
+
+# fault_carrier RAIL down|up: carrier change inside this guest (rxe raises a
+# port event).
+fault_carrier() {
+	ip link set dev "$(rail_dev "$1")" "$2"
+}
+
+# fault_blackhole RAIL: every packet this node sends on the rail is dropped;
+# link and port stay up and no event is raised.
+fault_blackhole() {
+	tc qdisc replace dev "$(rail_dev "$1")" root netem loss 100%
+}
+
+# fault_loss RAIL PERCENT [DELAY_MS]: partial loss (and delay) on egress.
+fault_loss() {
+	local d=""
+	[ -n "$3" ] && d="delay ${3}ms"
+	tc qdisc replace dev "$(rail_dev "$1")" root netem loss "$2%" $d
+}
+
+# fault_flap RAIL SCHEDULE: carrier changes in the background, e.g.
+# "down 2 up 3 down 2 up 0" (state, then seconds to hold it).
+# Sets FLAP_PID; the schedule ends with the link in its last state.
+fault_flap() {
+	local dev; dev=$(rail_dev "$1")
+	(
+		set -- $2
+		while [ $# -ge 2 ]; do
+			ip link set dev "$dev" "$1"
+			echo "$(date +%s.%N) $1" >> "$LAB/$NODE.flap.log"
+			sleep "$2"
+			shift 2
+		done
+	) &
+	FLAP_PID=$!
+}
+
+# host_link NODE RAIL on|off: QEMU's monitor `set_link` on that VM's rail
+# NIC, done by the host (a one-sided cut: the other side sees a black hole).
+host_link() {
+	local node=$1 rail=$2 state=$3 i=0
+	local req
+	mkdir -p "$LAB/hostreq"
+	req=$LAB/hostreq/$(date +%s%N).$NODE
+	echo "set_link $node r$rail $state" > "$req.tmp"
+	mv "$req.tmp" "$req"
+	while [ ! -e "$req.done" ]; do
+		i=$((i + 1))
+		[ $i -gt 300 ] && { log "host_link: no answer from host"; return 1; }
+		sleep 0.1
+	done
+	grep -q '^ok' "$req.done"
+}
+
+# fault_clear RAIL: undo every fault this node put on the rail.
+fault_clear() {
+	local dev; dev=$(rail_dev "$1")
+	[ -n "$FLAP_PID" ] && kill "$FLAP_PID" 2>/dev/null
+	FLAP_PID=
+	tc qdisc del dev "$dev" root 2>/dev/null
+	ip link set dev "$dev" up
+}
+
+# wait_port_active RAIL [SECONDS]: the rxe port is ACTIVE again.
+wait_port_active() {
+	local i=0 t=${2:-30}
+	while ! rdma link show "$(rail_ibdev "$1")/1" | grep -q 'state ACTIVE'; do
+		i=$((i + 1))
+		[ $i -gt $((t * 10)) ] && return 1
+		sleep 0.1
+	done
+}
+
+# qdisc_drops RAIL: packets the rail's root qdisc (netem) dropped so far.
+qdisc_drops() {
+	tc -s qdisc show dev "$(rail_dev "$1")" root |
+		sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1
+}
+
+# operstate RAIL: the rail netdev's operational state (up, down, ...).
+operstate() { cat "/sys/class/net/$(rail_dev "$1")/operstate"; }
+
+# rxe_counter RAIL NAME: one of the rxe device's hardware counters.
+rxe_counter() {
+	rdma statistic show link "$(rail_ibdev "$1")/1" |
+		tr ' ' '\n' | awk -v k="$2" 'f { print; exit } $0 == k { f = 1 }'
+}

@@ -1,0 +1,56 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Runs inside each lab guest (chrooted into the overlay of the host's root):
+# brings up the management network and one rxe device per rail, meets the
+# peer, then runs the scenario script with a bound on its run time.
+. "$LAB_repo/tests/lab/lib/guest.sh"
+
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root
+ulimit -l unlimited
+ulimit -c 0
+
+finish() {
+	echo "$1" > "$LAB/$NODE.done"
+	sync
+	exit 0
+}
+
+setup() {
+	local i dev
+	hostname "node-$NODE"
+	{
+		echo "127.0.0.1 localhost"
+		echo "$(mgmt_ip a) node-a"
+		echo "$(mgmt_ip b) node-b"
+	} > /etc/hosts
+	ip link set lo up
+	dev=$(mgmt_dev) || { log "no management NIC"; return 1; }
+	ip link set dev "$dev" up
+	ip addr add "$(mgmt_ip "$NODE")/24" dev "$dev"
+	for ((i = 0; i < RAILS; i++)); do
+		dev=$(rail_dev "$i") || { log "no NIC for rail $i"; return 1; }
+		ip link set dev "$dev" up
+		ip addr add "$(rail_ip "$NODE" "$i")/24" dev "$dev"
+		rdma link add "$(rail_ibdev "$i")" type rxe netdev "$dev" ||
+			{ log "rdma link add for rail $i failed"; return 1; }
+	done
+	for ((i = 0; i < RAILS; i++)); do
+		wait_port_active "$i" 30 ||
+			{ log "rail $i never became ACTIVE"; return 1; }
+	done
+	rdma link show
+}
+
+log "booted; scenario ${LAB_scenario}, $RAILS rails"
+setup > "$LAB/$NODE.setup.log" 2>&1 || {
+	check fail setup "see $NODE.setup.log"
+	finish setup-failed
+}
+barrier up 120 || finish no-peer
+
+script=$REPO/tests/lab/scenarios/$LAB_scenario.sh
+bounded "${LAB_timeout:-300}" bash -c ". '$REPO/tests/lab/lib/guest.sh'; . '$script'"
+rc=$?
+[ $rc -eq 124 ] && check fail timeout "scenario ran past ${LAB_timeout}s"
+finish "$rc"
