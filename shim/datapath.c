@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * datapath.c - the inline verbs (ibv_post_send, ibv_post_recv, ibv_poll_cq,
+ * ibv_req_notify_cq, ibv_post_srq_recv) reach the provider through
+ * ctx->ops; r2cc replaces those entries after the real open, and wraps the
+ * extended QP/CQ constructors of the verbs_context. No allocation, lock or
+ * system call here: a registry lookup, counters, then the provider.
+ */
+#include "shim_int.h"
+
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+static inline struct r2cc_ctx *ctx_of(struct ibv_context *ctx)
+{
+	return r2cc_lookup(ctx, R2CC_OBJ_CTX);
+}
+
+static int dp_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad)
+{
+	struct r2cc_qp *q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	struct ibv_send_wr *w, *stop = NULL;
+	int ret;
+
+	if (unlikely(!q))
+		return ctx_of(qp->context)->post_send(qp, wr, bad);
+	ret = q->ctx->post_send(qp, wr, bad);
+	if (unlikely(ret))
+		stop = *bad; /* WRs before it were posted */
+	for (w = wr; w && w != stop; w = w->next)
+		r2cc_stat_wr(q, w);
+	return ret;
+}
+
+static int dp_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad)
+{
+	struct r2cc_qp *q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	struct ibv_recv_wr *w, *stop = NULL;
+	uint64_t n = 0;
+	int ret;
+
+	if (unlikely(!q))
+		return ctx_of(qp->context)->post_recv(qp, wr, bad);
+	ret = q->ctx->post_recv(qp, wr, bad);
+	if (unlikely(ret))
+		stop = *bad;
+	for (w = wr; w && w != stop; w = w->next)
+		n++;
+	r2cc_stat_add(&q->st.posted_recv, n);
+	return ret;
+}
+
+static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad)
+{
+	struct r2cc_srq *s = r2cc_lookup(srq, R2CC_OBJ_SRQ);
+	struct ibv_recv_wr *w, *stop = NULL;
+	uint64_t n = 0;
+	int ret;
+
+	if (unlikely(!s))
+		return ctx_of(srq->context)->post_srq_recv(srq, wr, bad);
+	ret = s->ctx->post_srq_recv(srq, wr, bad);
+	if (unlikely(ret))
+		stop = *bad;
+	for (w = wr; w && w != stop; w = w->next)
+		n++;
+	r2cc_stat_add(&s->posted_recv, n);
+	return ret;
+}
+
+/* Attribute one completion to its QP. */
+static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
+			    bool recv, uint32_t len)
+{
+	struct r2cc_qp *q =
+		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, qpn));
+
+	if (unlikely(!q))
+		return;
+	r2cc_stat_add(&q->st.polled, 1);
+	if (unlikely(!ok))
+		r2cc_stat_add(&q->st.polled_err, 1);
+	else if (recv)
+		r2cc_stat_add(&q->st.bytes_polled, len);
+}
+
+static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct r2cc_ctx *c = ctx_of(cq->context);
+	int got, i;
+
+	got = c->poll_cq(cq, n, wc);
+	for (i = 0; i < got; i++)
+		count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
+			 wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
+	return got;
+}
+
+static int dp_req_notify_cq(struct ibv_cq *cq, int solicited)
+{
+	return ctx_of(cq->context)->req_notify_cq(cq, solicited);
+}
+
+/* Extended CQs: count in start_poll/next_poll (read_* are untouched). */
+static void count_wc_ex(struct r2cc_cq *q, struct ibv_cq_ex *cqx)
+{
+	count_wc(q->ctx, q->read_qp_num(cqx), cqx->status == IBV_WC_SUCCESS,
+		 q->read_opcode(cqx) & IBV_WC_RECV,
+		 cqx->status == IBV_WC_SUCCESS ? q->read_byte_len(cqx) : 0);
+}
+
+static int dp_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	struct r2cc_cq *q = r2cc_lookup(ibv_cq_ex_to_cq(cqx), R2CC_OBJ_CQ);
+	int ret;
+
+	if (unlikely(!q))
+		return ENOENT; /* cannot happen: patched CQs are registered */
+	ret = q->start_poll(cqx, attr);
+	if (!ret)
+		count_wc_ex(q, cqx);
+	return ret;
+}
+
+static int dp_next_poll(struct ibv_cq_ex *cqx)
+{
+	struct r2cc_cq *q = r2cc_lookup(ibv_cq_ex_to_cq(cqx), R2CC_OBJ_CQ);
+	int ret;
+
+	if (unlikely(!q))
+		return ENOENT;
+	ret = q->next_poll(cqx);
+	if (!ret)
+		count_wc_ex(q, cqx);
+	return ret;
+}
+
+void r2cc_cq_ex_patch(struct r2cc_cq *q, struct ibv_cq_ex *cqx)
+{
+	if (!cqx->start_poll || !cqx->next_poll || !cqx->read_qp_num ||
+	    !cqx->read_opcode || !cqx->read_byte_len)
+		return; /* nothing to count with: leave the CQ alone */
+	q->start_poll = cqx->start_poll;
+	q->next_poll = cqx->next_poll;
+	q->read_qp_num = cqx->read_qp_num;
+	q->read_opcode = cqx->read_opcode;
+	q->read_byte_len = cqx->read_byte_len;
+	cqx->start_poll = dp_start_poll;
+	cqx->next_poll = dp_next_poll;
+}
+
+static struct ibv_cq_ex *dp_create_cq_ex(struct ibv_context *ctx,
+					 struct ibv_cq_init_attr_ex *attr)
+{
+	struct r2cc_ctx *c = ctx_of(ctx);
+	struct ibv_cq_ex *cqx = c->create_cq_ex(ctx, attr);
+	struct r2cc_cq *q;
+
+	if (!cqx)
+		return NULL;
+	q = r2cc_cq_created(c, ibv_cq_ex_to_cq(cqx));
+	if (q)
+		r2cc_cq_ex_patch(q, cqx);
+	return cqx;
+}
+
+static struct ibv_qp *dp_create_qp_ex(struct ibv_context *ctx,
+				      struct ibv_qp_init_attr_ex *attr)
+{
+	struct r2cc_ctx *c = ctx_of(ctx);
+	struct ibv_qp *qp = c->create_qp_ex(ctx, attr);
+
+	if (qp)
+		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, attr);
+	return qp;
+}
+
+void r2cc_ops_patch(struct r2cc_ctx *c)
+{
+	struct ibv_context *ctx = c->ctx;
+	struct verbs_context *vctx = verbs_get_ctx(ctx);
+
+	c->post_send = ctx->ops.post_send;
+	c->post_recv = ctx->ops.post_recv;
+	c->post_srq_recv = ctx->ops.post_srq_recv;
+	c->poll_cq = ctx->ops.poll_cq;
+	c->req_notify_cq = ctx->ops.req_notify_cq;
+	if (c->post_send)
+		ctx->ops.post_send = dp_post_send;
+	if (c->post_recv)
+		ctx->ops.post_recv = dp_post_recv;
+	if (c->post_srq_recv)
+		ctx->ops.post_srq_recv = dp_post_srq_recv;
+	if (c->poll_cq)
+		ctx->ops.poll_cq = dp_poll_cq;
+	if (c->req_notify_cq)
+		ctx->ops.req_notify_cq = dp_req_notify_cq;
+	if (!vctx)
+		return;
+	c->create_qp_ex = vctx->create_qp_ex;
+	c->create_cq_ex = vctx->create_cq_ex;
+	if (c->create_qp_ex)
+		vctx->create_qp_ex = dp_create_qp_ex;
+	if (c->create_cq_ex)
+		vctx->create_cq_ex = dp_create_cq_ex;
+}

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pd_mr.c - protection domains and memory registrations. Each of the
+ * program's PDs gets a shadow PD on every other rail of the same link
+ * layer, and each MR is registered there too (eagerly: failover must not
+ * pin memory), so that a connection can move without touching the program.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "shim_int.h"
+
+/* Shadow PDs on every usable rail other than the PD's own. */
+static void pd_mirror(struct r2cc_pd *p)
+{
+	int r, own = p->ctx->rail;
+
+	for (r = 0; r < r2cc_shim.nrail; r++) {
+		struct ibv_context *ctx;
+
+		if (r == own || own < 0 ||
+		    r2cc_shim.dev[r].ll != r2cc_shim.dev[own].ll)
+			continue;
+		ctx = r2cc_rail_ctx(r);
+		if (!ctx)
+			continue;
+		p->shadow[r] = r2cc_real.ibv_alloc_pd(ctx);
+		if (!p->shadow[r])
+			r2cc_warn("rail %s: no shadow PD (%m): not a backup",
+				  ibv_get_device_name(r2cc_shim.dev[r].dev));
+	}
+}
+
+static void pd_free(struct r2cc_pd *p)
+{
+	int r;
+
+	for (r = 0; r < R2CC_MAX_RAILS; r++)
+		if (p->shadow[r] && r2cc_real.ibv_dealloc_pd(p->shadow[r]))
+			r2cc_warn("shadow PD on rail %d: dealloc failed", r);
+	free(p);
+}
+
+R2CC_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
+{
+	struct r2cc_ctx *c;
+	struct r2cc_pd *p;
+	struct ibv_pd *pd;
+	int saved;
+
+	R2CC_ENTER(ibv_alloc_pd, NULL, ctx);
+	pd = r2cc_real.ibv_alloc_pd(ctx);
+	c = r2cc_lookup(ctx, R2CC_OBJ_CTX);
+	if (!pd || !c)
+		return pd;
+	saved = errno;
+	p = calloc(1, sizeof(*p));
+	if (p) {
+		p->type = R2CC_OBJ_PD;
+		p->pd = pd;
+		p->ctx = c;
+		pd_mirror(p);
+		if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)pd, p)) {
+			pd_free(p);
+			p = NULL;
+		}
+	}
+	if (!p)
+		r2cc_err("out of memory: PD %p unprotected", (void *)pd);
+	errno = saved;
+	return pd;
+}
+
+R2CC_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	struct r2cc_pd *p;
+	int ret, saved;
+
+	R2CC_ENTER(ibv_dealloc_pd, ENOSYS, pd);
+	p = r2cc_lookup(pd, R2CC_OBJ_PD);
+	ret = r2cc_real.ibv_dealloc_pd(pd);
+	if (ret || !p)
+		return ret;
+	saved = errno;
+	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)pd);
+	pd_free(p);
+	errno = saved;
+	return ret;
+}
+
+/* Register the program's new MR on every shadow PD of its PD. */
+static void mr_mirror(struct r2cc_mr *m)
+{
+	struct ibv_mr *mr = m->mr;
+	int r;
+
+	for (r = 0; r < R2CC_MAX_RAILS; r++) {
+		struct ibv_pd *spd = m->pd->shadow[r];
+
+		if (!spd)
+			continue;
+		if (m->dmabuf_fd >= 0)
+			m->shadow[r] = r2cc_real.ibv_reg_dmabuf_mr(
+				spd, m->offset, mr->length, m->iova,
+				m->dmabuf_fd, m->access);
+		else
+			m->shadow[r] = r2cc_real.ibv_reg_mr_iova2(
+				spd, mr->addr, mr->length, m->iova,
+				(unsigned int)m->access);
+		if (!m->shadow[r])
+			r2cc_warn("rail %d: cannot mirror MR %p+%zu (%m): "
+				  "not a backup for it",
+				  r, mr->addr, mr->length);
+	}
+}
+
+static void mr_unmirror(struct r2cc_mr *m)
+{
+	int r;
+
+	for (r = 0; r < R2CC_MAX_RAILS; r++) {
+		if (m->shadow[r] && r2cc_real.ibv_dereg_mr(m->shadow[r]))
+			r2cc_warn("rail %d: shadow MR dereg failed", r);
+		m->shadow[r] = NULL;
+	}
+}
+
+static void mr_free(struct r2cc_mr *m)
+{
+	mr_unmirror(m);
+	if (m->dmabuf_fd >= 0)
+		close(m->dmabuf_fd);
+	free(m);
+}
+
+/* Common tail of every registration: track @mr and mirror it. */
+static struct ibv_mr *mr_created(struct ibv_mr *mr, struct ibv_pd *pd,
+				 uint64_t iova, int access, int fd,
+				 uint64_t offset)
+{
+	struct r2cc_pd *p;
+	struct r2cc_mr *m;
+	int saved;
+
+	p = mr ? r2cc_lookup(pd, R2CC_OBJ_PD) : NULL;
+	if (!p)
+		return mr;
+	saved = errno;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		goto oom;
+	m->type = R2CC_OBJ_MR;
+	m->mr = mr;
+	m->pd = p;
+	m->iova = iova;
+	m->access = access;
+	m->offset = offset;
+	/* Our own reference: the program may close its fd right away. */
+	m->dmabuf_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd >= 0 && m->dmabuf_fd < 0)
+		r2cc_warn("dma-buf MR: cannot dup fd %d (%m)", fd);
+	mr_mirror(m);
+	if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)mr, m)) {
+		mr_free(m);
+		goto oom;
+	}
+	errno = saved;
+	return mr;
+oom:
+	r2cc_err("out of memory: MR %p unprotected", (void *)mr);
+	errno = saved;
+	return mr;
+}
+
+R2CC_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
+				      int access)
+{
+	R2CC_ENTER(ibv_reg_mr, NULL, pd, addr, len, access);
+	return mr_created(r2cc_real.ibv_reg_mr(pd, addr, len, access), pd,
+			  (uintptr_t)addr, access, -1, 0);
+}
+
+R2CC_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+					   size_t len, uint64_t iova,
+					   int access)
+{
+	R2CC_ENTER(ibv_reg_mr_iova, NULL, pd, addr, len, iova, access);
+	return mr_created(r2cc_real.ibv_reg_mr_iova(pd, addr, len, iova,
+						    access),
+			  pd, iova, access, -1, 0);
+}
+
+R2CC_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+					    size_t len, uint64_t iova,
+					    unsigned int access)
+{
+	R2CC_ENTER(ibv_reg_mr_iova2, NULL, pd, addr, len, iova, access);
+	return mr_created(r2cc_real.ibv_reg_mr_iova2(pd, addr, len, iova,
+						     access),
+			  pd, iova, (int)access, -1, 0);
+}
+
+R2CC_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+					     size_t len, uint64_t iova, int fd,
+					     int access)
+{
+	R2CC_ENTER(ibv_reg_dmabuf_mr, NULL, pd, offset, len, iova, fd, access);
+	return mr_created(r2cc_real.ibv_reg_dmabuf_mr(pd, offset, len, iova, fd,
+						      access),
+			  pd, iova, access, fd, offset);
+}
+
+R2CC_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+			     void *addr, size_t len, int access)
+{
+	struct r2cc_mr *m;
+	struct r2cc_pd *np;
+	int ret, saved;
+
+	R2CC_ENTER(ibv_rereg_mr, ENOSYS, mr, flags, pd, addr, len, access);
+	m = r2cc_lookup(mr, R2CC_OBJ_MR);
+	ret = r2cc_real.ibv_rereg_mr(mr, flags, pd, addr, len, access);
+	if (ret || !m)
+		return ret;
+	/* Redo the mirror from what the MR is now. */
+	saved = errno;
+	mr_unmirror(m);
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		np = r2cc_lookup(pd, R2CC_OBJ_PD);
+		if (np)
+			m->pd = np;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		m->access = access;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		m->iova = (uintptr_t)addr;
+	mr_mirror(m);
+	errno = saved;
+	return ret;
+}
+
+R2CC_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct r2cc_mr *m;
+	int ret, saved;
+
+	R2CC_ENTER(ibv_dereg_mr, ENOSYS, mr);
+	m = r2cc_lookup(mr, R2CC_OBJ_MR);
+	ret = r2cc_real.ibv_dereg_mr(mr);
+	if (ret || !m)
+		return ret;
+	saved = errno;
+	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)mr);
+	mr_free(m);
+	errno = saved;
+	return ret;
+}

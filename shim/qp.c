@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * qp.c - queue pairs, SRQs and AHs. QPs are registered with their QP number
+ * and the attributes the program gives ibv_modify_qp (what a backup QP must
+ * copy); extended QPs get their ibv_wr_* builders recorded.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim_int.h"
+
+/* ibv_modify_qp mask bits and the attribute fields they carry. */
+#define F(bit, field)                                            \
+	{                                                        \
+		bit, offsetof(struct ibv_qp_attr, field),        \
+			sizeof(((struct ibv_qp_attr *)0)->field) \
+	}
+static const struct {
+	int bit;
+	size_t off, len;
+} attr_fields[] = {
+	F(IBV_QP_STATE, qp_state),
+	F(IBV_QP_CUR_STATE, cur_qp_state),
+	F(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify),
+	F(IBV_QP_ACCESS_FLAGS, qp_access_flags),
+	F(IBV_QP_PKEY_INDEX, pkey_index),
+	F(IBV_QP_PORT, port_num),
+	F(IBV_QP_QKEY, qkey),
+	F(IBV_QP_AV, ah_attr),
+	F(IBV_QP_PATH_MTU, path_mtu),
+	F(IBV_QP_TIMEOUT, timeout),
+	F(IBV_QP_RETRY_CNT, retry_cnt),
+	F(IBV_QP_RNR_RETRY, rnr_retry),
+	F(IBV_QP_RQ_PSN, rq_psn),
+	F(IBV_QP_MAX_QP_RD_ATOMIC, max_rd_atomic),
+	F(IBV_QP_ALT_PATH, alt_ah_attr),
+	F(IBV_QP_MIN_RNR_TIMER, min_rnr_timer),
+	F(IBV_QP_SQ_PSN, sq_psn),
+	F(IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic),
+	F(IBV_QP_PATH_MIG_STATE, path_mig_state),
+	F(IBV_QP_CAP, cap),
+	F(IBV_QP_DEST_QPN, dest_qp_num),
+	F(IBV_QP_RATE_LIMIT, rate_limit),
+};
+#undef F
+
+static void attr_merge(struct r2cc_qp *q, const struct ibv_qp_attr *a, int mask)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(attr_fields) / sizeof(attr_fields[0]); i++)
+		if (mask & attr_fields[i].bit)
+			memcpy((char *)&q->attr + attr_fields[i].off,
+			       (const char *)a + attr_fields[i].off,
+			       attr_fields[i].len);
+	q->attr_mask |= mask;
+}
+
+/* ibv_wr_complete succeeded: count the batch like ibv_post_send would. */
+static void batch_done(struct r2cc_wr_recorder *rec, void *arg)
+{
+	unsigned int i;
+
+	for (i = 0; i < rec->committed; i++)
+		r2cc_stat_wr(arg, &rec->wr[i]);
+}
+
+struct r2cc_wr_recorder *r2cc_wr_rec_of(struct ibv_qp_ex *qpx)
+{
+	struct r2cc_qp *q = r2cc_lookup(&qpx->qp_base, R2CC_OBJ_QP);
+
+	return q ? q->rec : NULL;
+}
+
+static void record_builders(struct r2cc_qp *q,
+			    const struct ibv_qp_init_attr_ex *ax)
+{
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(q->qp);
+
+	if (!qpx)
+		return;
+	q->rec =
+		r2cc_wr_rec_new(ax->cap.max_send_wr ? ax->cap.max_send_wr : 1,
+				ax->cap.max_send_sge ? ax->cap.max_send_sge : 1,
+				ax->cap.max_inline_data);
+	if (!q->rec) {
+		r2cc_err("QP %#x: cannot record ibv_wr_* batches (%m)", q->qpn);
+		return;
+	}
+	q->rec->on_commit = batch_done;
+	q->rec->arg = q;
+	r2cc_wr_rec_patch(q->rec, qpx);
+}
+
+struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
+			       enum ibv_qp_type type, bool has_srq,
+			       const struct ibv_qp_init_attr_ex *ax)
+{
+	struct r2cc_qp *q;
+	int saved = errno;
+
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		goto oom;
+	q->type = R2CC_OBJ_QP;
+	q->qp = qp;
+	q->ctx = c;
+	q->qpn = qp->qp_num;
+	q->qp_type = type;
+	q->has_srq = has_srq;
+	q->rail = c->rail;
+	snprintf(q->dev, sizeof(q->dev), "%s",
+		 ibv_get_device_name(c->ctx->device));
+	if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)qp, q)) {
+		free(q);
+		goto oom;
+	}
+	r2cc_map_insert(&r2cc_shim.qpn, r2cc_qpn_key(c, q->qpn), q);
+	if (ax && (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+		record_builders(q, ax);
+	errno = saved;
+	return qp;
+oom:
+	r2cc_err("out of memory: QP %#x unprotected", qp->qp_num);
+	errno = saved;
+	return qp;
+}
+
+R2CC_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+					 struct ibv_qp_init_attr *attr)
+{
+	struct r2cc_ctx *c;
+	struct ibv_qp *qp;
+
+	R2CC_ENTER(ibv_create_qp, NULL, pd, attr);
+	qp = r2cc_real.ibv_create_qp(pd, attr);
+	c = qp ? r2cc_lookup(pd->context, R2CC_OBJ_CTX) : NULL;
+	if (c)
+		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, NULL);
+	return qp;
+}
+
+R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			      int mask)
+{
+	struct r2cc_qp *q;
+	int ret;
+
+	R2CC_ENTER(ibv_modify_qp, ENOSYS, qp, attr, mask);
+	ret = r2cc_real.ibv_modify_qp(qp, attr, mask);
+	q = ret ? NULL : r2cc_lookup(qp, R2CC_OBJ_QP);
+	if (q)
+		attr_merge(q, attr, mask);
+	return ret;
+}
+
+R2CC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			     int mask, struct ibv_qp_init_attr *init)
+{
+	R2CC_ENTER(ibv_query_qp, ENOSYS, qp, attr, mask, init);
+	return r2cc_real.ibv_query_qp(qp, attr, mask, init);
+}
+
+R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	struct r2cc_qp *q;
+	int ret, saved;
+
+	R2CC_ENTER(ibv_destroy_qp, ENOSYS, qp);
+	q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	ret = r2cc_real.ibv_destroy_qp(qp);
+	if (ret || !q)
+		return ret;
+	saved = errno;
+	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)qp);
+	r2cc_map_remove(&r2cc_shim.qpn, r2cc_qpn_key(q->ctx, q->qpn));
+	r2cc_stats_retire(q);
+	errno = saved;
+	return ret;
+}
+
+R2CC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+					   struct ibv_srq_init_attr *attr)
+{
+	struct r2cc_ctx *c;
+	struct r2cc_srq *s;
+	struct ibv_srq *srq;
+	int saved;
+
+	R2CC_ENTER(ibv_create_srq, NULL, pd, attr);
+	srq = r2cc_real.ibv_create_srq(pd, attr);
+	c = srq ? r2cc_lookup(pd->context, R2CC_OBJ_CTX) : NULL;
+	if (!c)
+		return srq;
+	saved = errno;
+	s = calloc(1, sizeof(*s));
+	if (s) {
+		s->type = R2CC_OBJ_SRQ;
+		s->srq = srq;
+		s->ctx = c;
+		if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)srq, s)) {
+			free(s);
+			s = NULL;
+		}
+	}
+	if (!s)
+		r2cc_err("out of memory: SRQ %p not tracked", (void *)srq);
+	errno = saved;
+	return srq;
+}
+
+R2CC_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+			       int mask)
+{
+	R2CC_ENTER(ibv_modify_srq, ENOSYS, srq, attr, mask);
+	return r2cc_real.ibv_modify_srq(srq, attr, mask);
+}
+
+R2CC_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	struct r2cc_srq *s;
+	int ret, saved;
+
+	R2CC_ENTER(ibv_destroy_srq, ENOSYS, srq);
+	s = r2cc_lookup(srq, R2CC_OBJ_SRQ);
+	ret = r2cc_real.ibv_destroy_srq(srq);
+	if (ret || !s)
+		return ret;
+	saved = errno;
+	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)srq);
+	free(s);
+	errno = saved;
+	return ret;
+}
+
+R2CC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
+					 struct ibv_ah_attr *attr)
+{
+	R2CC_ENTER(ibv_create_ah, NULL, pd, attr);
+	return r2cc_real.ibv_create_ah(pd, attr);
+}
+
+R2CC_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	R2CC_ENTER(ibv_destroy_ah, ENOSYS, ah);
+	return r2cc_real.ibv_destroy_ah(ah);
+}

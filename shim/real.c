@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * real.c - finds the real libibverbs entry points (by name and version, from
+ * hooks.def), and interposes dlsym/dlvsym so that a program that loads
+ * libibverbs by handle, as NCCL does, gets the shim's entry points too.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shim_int.h"
+
+typedef void *(*r2cc_dlsym_fn)(void *, const char *);
+typedef void *(*r2cc_dlvsym_fn)(void *, const char *, const char *);
+
+struct r2cc_real r2cc_real;
+
+/* Set once, by the helper's constructor, under dl_once. */
+static r2cc_dlsym_fn real_dlsym;
+static r2cc_dlvsym_fn real_dlvsym;
+static void *ibv_handle; /* libibverbs, as dlopen() names it */
+static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
+
+/* Our exported hooks, for dlsym/dlvsym on a libibverbs handle. */
+static const struct hook {
+	const char *name;
+	const char *ver;
+	void *fn;
+} hooks[] = {
+#define R2CC_HOOK(ret, name, ver, contract, params, args) \
+	{ #name, ver, (void *)name },
+#include "hooks.def"
+#undef R2CC_HOOK
+};
+
+R2CC_EXPORT void r2cc_dl_register(r2cc_dlsym_fn sym, r2cc_dlvsym_fn vsym);
+void r2cc_dl_register(r2cc_dlsym_fn sym, r2cc_dlvsym_fn vsym)
+{
+	real_dlsym = sym;
+	real_dlvsym = vsym;
+}
+
+/* Open libr2cc-dlhelper.so from the shim's own directory. */
+static void dl_init(void)
+{
+	char self[PATH_MAX], path[PATH_MAX];
+	Dl_info info;
+	void *h;
+
+	if (!dladdr((void *)r2cc_dl_register, &info) || !info.dli_fname ||
+	    snprintf(self, sizeof(self), "%s", info.dli_fname) >=
+		    (int)sizeof(self)) {
+		r2cc_err("cannot find the shim's own path");
+		return;
+	}
+	if (snprintf(path, sizeof(path), "%s/libr2cc-dlhelper.so",
+		     dirname(self)) >= (int)sizeof(path))
+		return;
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+	if (!h || !real_dlsym || !real_dlvsym) {
+		r2cc_err("cannot load %s (%s): dlsym/dlvsym will fail", path,
+			 h ? "no registration" : dlerror());
+		return;
+	}
+	ibv_handle = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+}
+
+/**
+ * r2cc_real_resolve() - fill r2cc_real from libibverbs
+ * Return: 0, or -ENOENT if a symbol is missing (then passthrough is all
+ * r2cc can offer, and only for the symbols it found).
+ */
+int r2cc_real_resolve(void)
+{
+	int missing = 0;
+
+	pthread_once(&dl_once, dl_init);
+	if (!real_dlvsym || !ibv_handle)
+		return -ENOENT;
+#define R2CC_HOOK(ret, name, ver, contract, params, args)                    \
+	r2cc_real.name = (ret(*) params)real_dlvsym(ibv_handle, #name, ver); \
+	if (!r2cc_real.name) {                                               \
+		r2cc_err("libibverbs has no %s@%s", #name, ver);             \
+		missing++;                                                   \
+	}
+#include "hooks.def"
+#undef R2CC_HOOK
+	return missing ? -ENOENT : 0;
+}
+
+/* Our entry point for @name on the libibverbs handle @h, or NULL. */
+static void *hooked(void *h, const char *name, const char *ver)
+{
+	size_t i;
+
+	if (!ibv_handle || h != ibv_handle || !name)
+		return NULL;
+	for (i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
+		if (strcmp(hooks[i].name, name))
+			continue;
+		/* Another version of the symbol (the 1.0 ABI) is not ours. */
+		if (ver && strcmp(ver, hooks[i].ver))
+			return NULL;
+		/* Only what the real library has at that version. */
+		return real_dlvsym(h, name, hooks[i].ver) ? hooks[i].fn : NULL;
+	}
+	return NULL;
+}
+
+/*
+ * The fall-through calls below must stay tail calls: glibc resolves
+ * RTLD_NEXT relative to its caller's return address, which a tail call
+ * leaves as the program's own.
+ */
+static void *hook_dlsym(void *h, const char *name)
+{
+	void *p;
+
+	pthread_once(&dl_once, dl_init);
+	if (!real_dlsym) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	p = hooked(h, name, NULL);
+	if (p)
+		return p;
+	return real_dlsym(h, name);
+}
+
+static void *hook_dlvsym(void *h, const char *name, const char *ver)
+{
+	void *p;
+
+	pthread_once(&dl_once, dl_init);
+	if (!real_dlvsym) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	p = hooked(h, name, ver);
+	if (p)
+		return p;
+	return real_dlvsym(h, name, ver);
+}
+
+/* Both glibc versions, so that old and new binaries bind to us. */
+R2CC_EXPORT void *r2cc_dlsym_234(void *h, const char *name)
+	__attribute__((alias("hook_dlsym")));
+R2CC_EXPORT void *r2cc_dlsym_225(void *h, const char *name)
+	__attribute__((alias("hook_dlsym")));
+R2CC_EXPORT void *r2cc_dlvsym_234(void *h, const char *name, const char *v)
+	__attribute__((alias("hook_dlvsym")));
+R2CC_EXPORT void *r2cc_dlvsym_225(void *h, const char *name, const char *v)
+	__attribute__((alias("hook_dlvsym")));
+__asm__(".symver r2cc_dlsym_234, dlsym@@GLIBC_2.34");
+__asm__(".symver r2cc_dlsym_225, dlsym@GLIBC_2.2.5");
+__asm__(".symver r2cc_dlvsym_234, dlvsym@@GLIBC_2.34");
+__asm__(".symver r2cc_dlvsym_225, dlvsym@GLIBC_2.2.5");

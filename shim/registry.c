@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.c - open-addressing hash map with lock-free readers: the shim's
+ * handle -> object registry. Writers hold the map's mutex; a table that
+ * grows is replaced by a new one, published with a release store.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "registry.h"
+
+#define EMPTY ((uintptr_t)0)
+#define TOMB ((uintptr_t)1)
+#define MIN_SLOTS 64
+
+struct r2cc_map_slot {
+	_Atomic uintptr_t key; /* EMPTY, TOMB or a key */
+	_Atomic(void *) val;
+};
+
+struct r2cc_map_table {
+	size_t mask; /* slots - 1; slots is a power of two */
+	struct r2cc_map_table *next_retired;
+	struct r2cc_map_slot slot[];
+};
+
+static inline size_t slot_of(uintptr_t key, size_t mask)
+{
+	/* Fibonacci hashing: handles are 16-byte aligned heap pointers. */
+	uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
+
+	return (size_t)(h >> 32) & mask;
+}
+
+static struct r2cc_map_table *table_new(size_t slots)
+{
+	struct r2cc_map_table *t;
+
+	t = calloc(1, sizeof(*t) + slots * sizeof(t->slot[0]));
+	if (!t)
+		return NULL;
+	t->mask = slots - 1;
+	return t;
+}
+
+int r2cc_map_init(struct r2cc_map *m)
+{
+	struct r2cc_map_table *t = table_new(MIN_SLOTS);
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	m->count = 0;
+	m->tombs = 0;
+	m->retired = NULL;
+	atomic_store_explicit(&m->table, t, memory_order_release);
+	return 0;
+}
+
+void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
+{
+	struct r2cc_map_table *t;
+	size_t i, n;
+
+	t = atomic_load_explicit(&m->table, memory_order_acquire);
+	if (!t)
+		return NULL;
+	i = slot_of(key, t->mask);
+	for (n = 0; n <= t->mask; n++, i = (i + 1) & t->mask) {
+		uintptr_t k = atomic_load_explicit(&t->slot[i].key,
+						   memory_order_acquire);
+		if (k == key)
+			return atomic_load_explicit(&t->slot[i].val,
+						    memory_order_acquire);
+		if (k == EMPTY)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* Caller holds m->lock. The slot of @key, or the slot to put it in. */
+static struct r2cc_map_slot *find_slot(struct r2cc_map_table *t, uintptr_t key,
+				       bool *found)
+{
+	struct r2cc_map_slot *free_slot = NULL;
+	size_t i = slot_of(key, t->mask), n;
+
+	*found = false;
+	for (n = 0; n <= t->mask; n++, i = (i + 1) & t->mask) {
+		uintptr_t k = atomic_load_explicit(&t->slot[i].key,
+						   memory_order_relaxed);
+		if (k == key) {
+			*found = true;
+			return &t->slot[i];
+		}
+		if (k == TOMB && !free_slot)
+			free_slot = &t->slot[i];
+		if (k == EMPTY)
+			return free_slot ? free_slot : &t->slot[i];
+	}
+	return free_slot;
+}
+
+static void slot_set(struct r2cc_map_slot *s, uintptr_t key, void *val)
+{
+	/* Value first: a reader that sees the key sees its value. */
+	atomic_store_explicit(&s->val, val, memory_order_release);
+	atomic_store_explicit(&s->key, key, memory_order_release);
+}
+
+/* Caller holds m->lock. Rehash into a table of at least 4x count slots. */
+static int grow(struct r2cc_map *m)
+{
+	struct r2cc_map_table *old =
+		atomic_load_explicit(&m->table, memory_order_relaxed);
+	struct r2cc_map_table *t;
+	size_t slots = MIN_SLOTS, i;
+	bool found;
+
+	while (slots < (m->count + 1) * 4)
+		slots *= 2;
+	t = table_new(slots);
+	if (!t)
+		return -ENOMEM;
+	for (i = 0; i <= old->mask; i++) {
+		uintptr_t k = atomic_load_explicit(&old->slot[i].key,
+						   memory_order_relaxed);
+		if (k == EMPTY || k == TOMB)
+			continue;
+		slot_set(find_slot(t, k, &found), k,
+			 atomic_load_explicit(&old->slot[i].val,
+					      memory_order_relaxed));
+	}
+	atomic_store_explicit(&m->table, t, memory_order_release);
+	old->next_retired = m->retired;
+	m->retired = old;
+	m->tombs = 0;
+	return 0;
+}
+
+int r2cc_map_insert(struct r2cc_map *m, uintptr_t key, void *val)
+{
+	struct r2cc_map_table *t;
+	struct r2cc_map_slot *s;
+	bool found;
+	int ret = 0;
+
+	if (key < R2CC_MAP_KEY_MIN || !val)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	t = atomic_load_explicit(&m->table, memory_order_relaxed);
+	if ((m->count + m->tombs + 1) * 4 > (t->mask + 1) * 3) {
+		ret = grow(m);
+		if (ret)
+			goto out;
+		t = atomic_load_explicit(&m->table, memory_order_relaxed);
+	}
+	s = find_slot(t, key, &found);
+	if (found) {
+		atomic_store_explicit(&s->val, val, memory_order_release);
+		goto out;
+	}
+	if (atomic_load_explicit(&s->key, memory_order_relaxed) == TOMB)
+		m->tombs--;
+	slot_set(s, key, val);
+	m->count++;
+out:
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+void *r2cc_map_remove(struct r2cc_map *m, uintptr_t key)
+{
+	struct r2cc_map_table *t;
+	struct r2cc_map_slot *s;
+	void *val = NULL;
+	bool found;
+
+	if (key < R2CC_MAP_KEY_MIN)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	t = atomic_load_explicit(&m->table, memory_order_relaxed);
+	s = find_slot(t, key, &found);
+	if (found) {
+		val = atomic_load_explicit(&s->val, memory_order_relaxed);
+		atomic_store_explicit(&s->key, TOMB, memory_order_release);
+		atomic_store_explicit(&s->val, NULL, memory_order_release);
+		m->count--;
+		m->tombs++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return val;
+}
+
+void r2cc_map_for_each(struct r2cc_map *m, void (*fn)(void *val, void *arg),
+		       void *arg)
+{
+	struct r2cc_map_table *t;
+	size_t i;
+
+	pthread_mutex_lock(&m->lock);
+	t = atomic_load_explicit(&m->table, memory_order_relaxed);
+	for (i = 0; t && i <= t->mask; i++) {
+		uintptr_t k = atomic_load_explicit(&t->slot[i].key,
+						   memory_order_relaxed);
+		if (k != EMPTY && k != TOMB)
+			fn(atomic_load_explicit(&t->slot[i].val,
+						memory_order_relaxed),
+			   arg);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void r2cc_map_destroy(struct r2cc_map *m)
+{
+	struct r2cc_map_table *t, *next;
+
+	t = atomic_exchange_explicit(&m->table, NULL, memory_order_acq_rel);
+	free(t);
+	for (t = m->retired; t; t = next) {
+		next = t->next_retired;
+		free(t);
+	}
+	m->retired = NULL;
+	m->count = 0;
+	m->tombs = 0;
+	pthread_mutex_destroy(&m->lock);
+}

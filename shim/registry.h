@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.h - a map from the program's verbs handles (or other non-zero
+ * keys) to r2cc's objects: lock-free O(1) lookup for the data path, inserts
+ * and removals serialised by the map's own mutex.
+ */
+#ifndef R2CC_SHIM_REGISTRY_H
+#define R2CC_SHIM_REGISTRY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct r2cc_map_table;
+
+struct r2cc_map {
+	/* The current table; readers load it with acquire, never lock. */
+	_Atomic(struct r2cc_map_table *) table;
+	/*
+	 * lock protects: every store into the tables, count, tombs and the
+	 * retired list. Lookups never take it.
+	 */
+	pthread_mutex_t lock;
+	size_t count; /* live entries */
+	size_t tombs; /* removed entries still occupying a slot */
+	/*
+	 * Tables replaced by a bigger one: a lookup may still be reading
+	 * them, so they are kept until r2cc_map_destroy() (their sizes add
+	 * up to less than the current table's).
+	 */
+	struct r2cc_map_table *retired;
+};
+
+/* Keys 0 and 1 are reserved (empty and removed slots). */
+#define R2CC_MAP_KEY_MIN 2
+
+/**
+ * r2cc_map_init() - an empty map
+ * @m: the map
+ * Return: 0 or -ENOMEM.
+ */
+int r2cc_map_init(struct r2cc_map *m);
+/**
+ * r2cc_map_insert() - add or replace @key
+ * @m: the map
+ * @key: >= R2CC_MAP_KEY_MIN
+ * @val: non-NULL
+ * Return: 0, -EINVAL for a reserved key or NULL value, -ENOMEM.
+ */
+int r2cc_map_insert(struct r2cc_map *m, uintptr_t key, void *val);
+/**
+ * r2cc_map_remove() - remove @key
+ * @m: the map
+ * @key: the key
+ * Return: the value it had, or NULL if it was not there.
+ */
+void *r2cc_map_remove(struct r2cc_map *m, uintptr_t key);
+/**
+ * r2cc_map_lookup() - the value of @key, or NULL; lock-free, any thread
+ * @m: the map
+ * @key: the key
+ */
+void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key);
+/**
+ * r2cc_map_for_each() - call @fn on every live entry, under the map lock
+ * @m: the map
+ * @fn: must not insert into or remove from @m
+ * @arg: passed to @fn
+ */
+void r2cc_map_for_each(struct r2cc_map *m, void (*fn)(void *val, void *arg),
+		       void *arg);
+/* Frees every table; only when no thread can be looking up any more. */
+void r2cc_map_destroy(struct r2cc_map *m);
+
+#endif /* R2CC_SHIM_REGISTRY_H */

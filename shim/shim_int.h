@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim_int.h - what the shim's files share: the table of real libibverbs
+ * functions, r2cc's object for each of the program's verbs handles, the
+ * registry and the per-QP statistics. Lock order: reg.lock -> obj locks.
+ */
+#ifndef R2CC_SHIM_INT_H
+#define R2CC_SHIM_INT_H
+
+#include <infiniband/verbs.h>
+#include <stdatomic.h>
+/* verbs.h wraps these in macros; the shim defines the functions. */
+#undef ibv_get_device_list
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+#include <errno.h>
+#include <stdbool.h>
+
+#include "policy.h"
+#include "registry.h"
+#include "wr_record.h"
+
+#define R2CC_EXPORT __attribute__((visibility("default")))
+#define R2CC_MAX_RAILS 16
+
+/* The real libibverbs entry points, resolved once by name and version. */
+struct r2cc_real {
+#define R2CC_HOOK(ret, name, ver, contract, params, args) ret(*name) params;
+#include "hooks.def"
+#undef R2CC_HOOK
+};
+extern struct r2cc_real r2cc_real;
+
+enum r2cc_obj_type {
+	R2CC_OBJ_CTX = 1,
+	R2CC_OBJ_PD,
+	R2CC_OBJ_MR,
+	R2CC_OBJ_CQ,
+	R2CC_OBJ_QP,
+	R2CC_OBJ_SRQ,
+};
+
+/* A rail r2cc may mirror onto: one device, opened privately by r2cc. */
+struct r2cc_dev {
+	struct ibv_device *dev; /* borrowed: r2cc's own device list */
+	struct ibv_context *ctx; /* owned: private context, or NULL */
+	enum r2cc_link_layer ll; /* of port 1 */
+	bool usable; /* selected by R2CC_RAILS and opened */
+};
+
+struct r2cc_ctx {
+	enum r2cc_obj_type type;
+	struct ibv_context *ctx; /* borrowed: the program's */
+	int rail; /* index into the shim's r2cc_dev array, -1 unknown */
+	uint32_t id; /* small number, unique while open: qpn keys */
+	/* The provider's entry points, before r2cc patched them in. */
+	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad);
+	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad);
+	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad);
+	int (*poll_cq)(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+	int (*req_notify_cq)(struct ibv_cq *cq, int solicited);
+	struct ibv_qp *(*create_qp_ex)(struct ibv_context *ctx,
+				       struct ibv_qp_init_attr_ex *attr);
+	struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *ctx,
+					  struct ibv_cq_init_attr_ex *attr);
+};
+
+struct r2cc_pd {
+	enum r2cc_obj_type type;
+	struct ibv_pd *pd; /* borrowed: the program's */
+	struct r2cc_ctx *ctx; /* borrowed */
+	struct ibv_pd *shadow[R2CC_MAX_RAILS]; /* owned; NULL: none */
+};
+
+struct r2cc_mr {
+	enum r2cc_obj_type type;
+	struct ibv_mr *mr; /* borrowed: the program's */
+	struct r2cc_pd *pd; /* borrowed */
+	uint64_t iova; /* as registered (addr for plain ibv_reg_mr) */
+	uint64_t offset; /* dma-buf offset */
+	int access;
+	int dmabuf_fd; /* owned dup() of a dma-buf fd, or -1 */
+	struct ibv_mr *shadow[R2CC_MAX_RAILS]; /* owned; NULL: none */
+};
+
+/* Per-QP counters. Relaxed loads and stores, no RMW: exact for one
+ * posting thread per QP (the verbs norm), approximate otherwise. */
+enum r2cc_op_stat {
+	R2CC_ST_SEND,
+	R2CC_ST_SEND_IMM,
+	R2CC_ST_WRITE,
+	R2CC_ST_WRITE_IMM,
+	R2CC_ST_READ,
+	R2CC_ST_ATOMIC,
+	R2CC_ST_OTHER,
+	R2CC_ST_NR
+};
+
+struct r2cc_qp_stats {
+	_Atomic uint64_t posted[R2CC_ST_NR];
+	_Atomic uint64_t posted_recv;
+	_Atomic uint64_t bytes_posted; /* sum of send-side SGE lengths */
+	_Atomic uint64_t polled; /* completions of this QP */
+	_Atomic uint64_t polled_err;
+	_Atomic uint64_t bytes_polled; /* byte_len of receive completions */
+};
+
+struct r2cc_qp {
+	enum r2cc_obj_type type;
+	struct ibv_qp *qp; /* borrowed: the program's */
+	struct r2cc_ctx *ctx; /* borrowed */
+	uint32_t qpn;
+	int rail; /* the rail it was created on */
+	char dev[R2CC_DEVNAME_MAX]; /* that rail's device name */
+	enum ibv_qp_type qp_type;
+	bool has_srq;
+	/* The attributes the program set with ibv_modify_qp, merged. */
+	struct ibv_qp_attr attr;
+	int attr_mask;
+	struct r2cc_wr_recorder *rec; /* owned; extended QPs only */
+	struct r2cc_qp_stats st;
+};
+
+struct r2cc_cq {
+	enum r2cc_obj_type type;
+	struct ibv_cq *cq; /* borrowed: the program's */
+	struct r2cc_ctx *ctx; /* borrowed */
+	struct r2cc_qp *last; /* last QP seen in a completion (cache) */
+	/* Extended CQs: the provider's poll functions. */
+	int (*start_poll)(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr);
+	int (*next_poll)(struct ibv_cq_ex *cq);
+	uint32_t (*read_qp_num)(struct ibv_cq_ex *cq);
+	enum ibv_wc_opcode (*read_opcode)(struct ibv_cq_ex *cq);
+	uint32_t (*read_byte_len)(struct ibv_cq_ex *cq);
+};
+
+struct r2cc_srq {
+	enum r2cc_obj_type type;
+	struct ibv_srq *srq; /* borrowed */
+	struct r2cc_ctx *ctx; /* borrowed */
+	_Atomic uint64_t posted_recv;
+};
+
+/* The shim's one state: lock order reg's lock, then nothing else. */
+struct r2cc_shim_state {
+	bool active; /* false: pure passthrough */
+	struct r2cc_config cfg;
+	struct r2cc_map reg; /* handle -> object */
+	struct r2cc_map qpn; /* (ctx id, qpn) -> struct r2cc_qp */
+	struct ibv_device **devs; /* owned: r2cc's own device list */
+	int ndev;
+	struct r2cc_dev dev[R2CC_MAX_RAILS]; /* the rails, nrail of them */
+	int nrail;
+	pthread_mutex_t lock; /* protects dev[].ctx opening, next_ctx_id */
+	uint32_t next_ctx_id;
+};
+extern struct r2cc_shim_state r2cc_shim;
+
+/* real.c */
+int r2cc_real_resolve(void);
+/* init.c */
+void r2cc_shim_init(void);
+
+/*
+ * Start of every exported hook: make sure r2cc is initialised; fail the
+ * way the verb's contract says (@fail, errno ENOSYS) if libibverbs lacks
+ * it; in passthrough, tail-call the real one.
+ */
+#define R2CC_ENTER(name, fail, ...)                         \
+	do {                                                \
+		r2cc_shim_init();                           \
+		if (!r2cc_real.name) {                      \
+			errno = ENOSYS;                     \
+			return fail;                        \
+		}                                           \
+		if (!r2cc_shim.active)                      \
+			return r2cc_real.name(__VA_ARGS__); \
+	} while (0)
+#define R2CC_ENTER_VOID(name, ...)                   \
+	do {                                         \
+		r2cc_shim_init();                    \
+		if (!r2cc_real.name)                 \
+			return;                      \
+		if (!r2cc_shim.active) {             \
+			r2cc_real.name(__VA_ARGS__); \
+			return;                      \
+		}                                    \
+	} while (0)
+
+/* Registry helpers: typed lookups, NULL for unknown or other types. */
+static inline void *r2cc_lookup(const void *handle, enum r2cc_obj_type t)
+{
+	enum r2cc_obj_type *o =
+		r2cc_map_lookup(&r2cc_shim.reg, (uintptr_t)handle);
+
+	return (o && *o == t) ? o : NULL;
+}
+static inline uintptr_t r2cc_qpn_key(const struct r2cc_ctx *c, uint32_t qpn)
+{
+	return ((uintptr_t)(c->id + 1) << 32) | qpn;
+}
+
+/* device.c */
+int r2cc_rail_of(struct ibv_device *dev);
+struct ibv_context *r2cc_rail_ctx(int rail);
+/* datapath.c: patch a new context's ops, and extended QPs and CQs */
+void r2cc_ops_patch(struct r2cc_ctx *c);
+void r2cc_cq_ex_patch(struct r2cc_cq *c, struct ibv_cq_ex *cqx);
+/* qp.c */
+struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
+			       enum ibv_qp_type type, bool has_srq,
+			       const struct ibv_qp_init_attr_ex *ax);
+/* cq.c */
+struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq);
+/* stats.c */
+void r2cc_stats_retire(struct r2cc_qp *q); /* takes @q over */
+void r2cc_stats_write(void);
+
+static inline void r2cc_stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Load and store, no locked RMW: see struct r2cc_qp_stats. */
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+/* Count one posted send-queue WR. */
+static inline void r2cc_stat_wr(struct r2cc_qp *q, const struct ibv_send_wr *wr)
+{
+	static const uint8_t idx[] = {
+		[IBV_WR_RDMA_WRITE] = R2CC_ST_WRITE,
+		[IBV_WR_RDMA_WRITE_WITH_IMM] = R2CC_ST_WRITE_IMM,
+		[IBV_WR_SEND] = R2CC_ST_SEND,
+		[IBV_WR_SEND_WITH_IMM] = R2CC_ST_SEND_IMM,
+		[IBV_WR_RDMA_READ] = R2CC_ST_READ,
+		[IBV_WR_ATOMIC_CMP_AND_SWP] = R2CC_ST_ATOMIC,
+		[IBV_WR_ATOMIC_FETCH_AND_ADD] = R2CC_ST_ATOMIC,
+		[IBV_WR_LOCAL_INV] = R2CC_ST_OTHER,
+		[IBV_WR_BIND_MW] = R2CC_ST_OTHER,
+		[IBV_WR_SEND_WITH_INV] = R2CC_ST_SEND,
+		[IBV_WR_TSO] = R2CC_ST_OTHER,
+		[IBV_WR_DRIVER1] = R2CC_ST_OTHER,
+	};
+	unsigned int op = wr->opcode;
+	uint64_t bytes = 0;
+	int i;
+
+	r2cc_stat_add(&q->st.posted[op < sizeof(idx) ? idx[op] : R2CC_ST_OTHER],
+		      1);
+	for (i = 0; i < wr->num_sge; i++)
+		bytes += wr->sg_list[i].length;
+	r2cc_stat_add(&q->st.bytes_posted, bytes);
+}
+
+#endif /* R2CC_SHIM_INT_H */
