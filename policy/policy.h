@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * policy.h - the policy module's one public header: logging, and the
- * configuration (built-in defaults < r2cc.conf < R2CC_* environment).
+ * policy.h - the policy module's one public header: logging, the
+ * configuration (built-in defaults < r2cc.conf < R2CC_* environment), rails.
  * Locks: none yet; logging is lock-free and the config calls reentrant.
  */
 #ifndef R2CC_POLICY_H
@@ -195,5 +195,41 @@ int r2cc_config_format(const struct r2cc_config *cfg, int key, char *buf,
  * Return: 0, or -EIO if writing failed.
  */
 int r2cc_config_dump(const struct r2cc_config *cfg, FILE *f);
+
+/* The rail inventory (rail.c): one per RDMA device port, read from sysfs */
+enum r2cc_link_layer { R2CC_LL_UNKNOWN, R2CC_LL_IB, R2CC_LL_ETH };
+struct r2cc_rail_info {
+	char dev[R2CC_DEVNAME_MAX]; /* "mlx5_0", "rxe0" */
+	uint8_t port; /* 1-based */
+	enum r2cc_link_layer link_layer;
+	uint8_t state; /* enum ibv_port_state: 4 = ACTIVE; 0 = unknown */
+	uint32_t rate_mbps; /* "2.5 Gb/sec (1X SDR)" -> 2500; 0 = unknown */
+	uint8_t width; /* the 1X in that -> 1; 0 = unknown */
+	int numa_node; /* -1 = unknown or none */
+	char pci[32]; /* "0000:3b:00.0"; "" if not PCI (rxe) */
+	char netdev[R2CC_IFNAMSIZ]; /* RoCE; "" if none (InfiniBand) */
+};
+/**
+ * r2cc_rail_scan() - list the RDMA device ports under @sysfs_root
+ * @sysfs_root: "/sys", or a fixture tree; class/infiniband is read
+ * @cfg: its R2CC_RAILS keeps only the rails named (and each name that
+ *       matches none is one warning); NULL = all rails
+ * @out: filled in order of device name (mlx5_2 before mlx5_10), then port
+ * @max: its size; rails past it are counted, not stored
+ * A file that is missing, unreadable or garbled leaves its field unknown;
+ * names too long for the fields are skipped (debug message). Reentrant.
+ * Return: the number of rails (may exceed @max), or -errno: -ENOENT if
+ * there is no class/infiniband (no RDMA driver loaded).
+ */
+int r2cc_rail_scan(const char *sysfs_root, const struct r2cc_config *cfg,
+		   struct r2cc_rail_info *out, int max);
+/* "InfiniBand", "Ethernet" or "unknown" */
+const char *r2cc_link_layer_name(enum r2cc_link_layer ll);
+/**
+ * r2cc_rail_format() - @r as one log line, unknowns as 0, -1 or "-":
+ * "rxe0/1 Ethernet ACTIVE 2500 Mb/s x1 numa -1 pci - netdev eth0"
+ * Return: 0, -EINVAL, or -ENOSPC if @buf is too small (then cut short).
+ */
+int r2cc_rail_format(const struct r2cc_rail_info *r, char *buf, size_t size);
 
 #endif /* R2CC_POLICY_H */

@@ -27,9 +27,13 @@ static void pd_mirror(struct r2cc_pd *p)
 		if (!ctx)
 			continue;
 		p->shadow[r] = r2cc_real.ibv_alloc_pd(ctx);
-		if (!p->shadow[r])
-			r2cc_warn("rail %s: no shadow PD (%m): not a backup",
-				  ibv_get_device_name(r2cc_shim.dev[r].dev));
+		if (p->shadow[r]) {
+			atomic_fetch_add(&r2cc_shim.shadow_pds, 1);
+			continue;
+		}
+		atomic_fetch_add(&r2cc_shim.shadow_failed, 1);
+		r2cc_warn("rail %s: no shadow PD (%m): not a backup",
+			  ibv_get_device_name(r2cc_shim.dev[r].dev));
 	}
 }
 
@@ -109,10 +113,14 @@ static void mr_mirror(struct r2cc_mr *m)
 			m->shadow[r] = r2cc_real.ibv_reg_mr_iova2(
 				spd, mr->addr, mr->length, m->iova,
 				(unsigned int)m->access);
-		if (!m->shadow[r])
-			r2cc_warn("rail %d: cannot mirror MR %p+%zu (%m): "
-				  "not a backup for it",
-				  r, mr->addr, mr->length);
+		if (m->shadow[r]) {
+			atomic_fetch_add(&r2cc_shim.shadow_mrs, 1);
+			continue;
+		}
+		atomic_fetch_add(&r2cc_shim.shadow_failed, 1);
+		r2cc_warn("rail %d: cannot mirror MR %p+%zu (%m): "
+			  "not a backup for it",
+			  r, mr->addr, mr->length);
 	}
 }
 

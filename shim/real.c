@@ -6,10 +6,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <libgen.h>
-#include <limits.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "shim_int.h"
@@ -19,7 +16,7 @@ typedef void *(*r2cc_dlvsym_fn)(void *, const char *, const char *);
 
 struct r2cc_real r2cc_real;
 
-/* Set once, by the helper's constructor, under dl_once. */
+/* libc's own, found once under dl_once. */
 static r2cc_dlsym_fn real_dlsym;
 static r2cc_dlvsym_fn real_dlvsym;
 static void *ibv_handle; /* libibverbs, as dlopen() names it */
@@ -37,33 +34,12 @@ static const struct hook {
 #undef R2CC_HOOK
 };
 
-R2CC_EXPORT void r2cc_dl_register(r2cc_dlsym_fn sym, r2cc_dlvsym_fn vsym);
-void r2cc_dl_register(r2cc_dlsym_fn sym, r2cc_dlvsym_fn vsym)
-{
-	real_dlsym = sym;
-	real_dlvsym = vsym;
-}
-
-/* Open libr2cc-dlhelper.so from the shim's own directory. */
 static void dl_init(void)
 {
-	char self[PATH_MAX], path[PATH_MAX];
-	Dl_info info;
-	void *h;
-
-	if (!dladdr((void *)r2cc_dl_register, &info) || !info.dli_fname ||
-	    snprintf(self, sizeof(self), "%s", info.dli_fname) >=
-		    (int)sizeof(self)) {
-		r2cc_err("cannot find the shim's own path");
-		return;
-	}
-	if (snprintf(path, sizeof(path), "%s/libr2cc-dlhelper.so",
-		     dirname(self)) >= (int)sizeof(path))
-		return;
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-	if (!h || !real_dlsym || !real_dlvsym) {
-		r2cc_err("cannot load %s (%s): dlsym/dlvsym will fail", path,
-			 h ? "no registration" : dlerror());
+	real_dlsym = (r2cc_dlsym_fn)r2cc_libc_sym("dlsym");
+	real_dlvsym = (r2cc_dlvsym_fn)r2cc_libc_sym("dlvsym");
+	if (!real_dlsym || !real_dlvsym) {
+		r2cc_err("cannot find libc's dlsym/dlvsym: they will fail");
 		return;
 	}
 	ibv_handle = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);

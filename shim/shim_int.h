@@ -154,13 +154,16 @@ struct r2cc_shim_state {
 	int ndev;
 	struct r2cc_dev dev[R2CC_MAX_RAILS]; /* the rails, nrail of them */
 	int nrail;
+	/* Mirroring so far (shadow PDs and MRs made, and failures). */
+	_Atomic uint64_t shadow_pds, shadow_mrs, shadow_failed;
 	pthread_mutex_t lock; /* protects dev[].ctx opening, next_ctx_id */
 	uint32_t next_ctx_id;
 };
 extern struct r2cc_shim_state r2cc_shim;
 
-/* real.c */
+/* real.c, libc_sym.c */
 int r2cc_real_resolve(void);
+void *r2cc_libc_sym(const char *name);
 /* init.c */
 void r2cc_shim_init(void);
 

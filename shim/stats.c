@@ -133,6 +133,14 @@ void r2cc_stats_write(void)
 		return;
 	}
 	dprintf(fd, "r2cc-stats 1 pid=%d\n", (int)getpid());
+	for (i = 0; i < (unsigned int)r2cc_shim.nrail; i++)
+		dprintf(fd, "rail %u dev=%s ll=%s\n", i,
+			ibv_get_device_name(r2cc_shim.dev[i].dev),
+			r2cc_link_layer_name(r2cc_shim.dev[i].ll));
+	dprintf(fd, "mirror pds=%lu mrs=%lu failed=%lu\n",
+		atomic_load(&r2cc_shim.shadow_pds),
+		atomic_load(&r2cc_shim.shadow_mrs),
+		atomic_load(&r2cc_shim.shadow_failed));
 	r2cc_map_for_each(&r2cc_shim.reg, put_live, &fd);
 	pthread_mutex_lock(&retired_lock);
 	for (i = 0; i < nretired; i++)

@@ -72,7 +72,7 @@ wait_listen() {
 	done
 }
 
-# pair NAME EXPECT SECONDS PORT SERVER_CMD CLIENT_CMD
+# pair NAME EXPECT SECONDS PORT SERVER_CMD CLIENT_CMD (PORT - : no TCP wait)
 # Runs a client/server program across the nodes: the server on node a, the
 # client on node b (its command may use $SERVER, a's management address, so
 # that the out-of-band exchange never depends on the rail under test).
@@ -86,7 +86,11 @@ pair() {
 	if [ "$NODE" = a ]; then
 		bounded "$t" stdbuf -oL -eL bash -c "$srv" > "$out" 2>&1 &
 		local pid=$!
-		wait_listen "$port" 60 || log "$name: server not listening on $port"
+		if [ "$port" = - ]; then
+			sleep 3 # not a TCP listener (e.g. rdma_cm): give it time
+		else
+			wait_listen "$port" 60 || log "$name: server not listening on $port"
+		fi
 		barrier "$name.ready" || { kill $pid 2>/dev/null; return 1; }
 		if [ "$expect" = ok ]; then
 			wait $pid; rc=$?
@@ -212,4 +216,41 @@ operstate() { cat "/sys/class/net/$(rail_dev "$1")/operstate"; }
 rxe_counter() {
 	rdma statistic show link "$(rail_ibdev "$1")/1" |
 		tr ' ' '\n' | awk -v k="$2" 'f { print; exit } $0 == k { f = 1 }'
+}
+
+# ---- ssh between the nodes (for launchers such as mpirun) -----------------
+
+# ssh_setup: root logins by key between the nodes over the management network,
+# the way a cluster launcher expects them. Node a makes a key pair in the run
+# folder; both nodes trust it and run sshd on their management address (host
+# keys: the host's, or made in the overlay). Run on both nodes.
+ssh_setup() {
+	local dir=$LAB/ssh
+	mkdir -p /root/.ssh /run/sshd
+	chmod 700 /root/.ssh
+	if [ "$NODE" = a ]; then
+		mkdir -p "$dir"
+		rm -f "$dir/id_ed25519" "$dir/id_ed25519.pub"
+		ssh-keygen -q -t ed25519 -N '' -C r2cc-lab -f "$dir/id_ed25519" ||
+			return 1
+	fi
+	barrier ssh.key 60 || return 1
+	cp "$dir/id_ed25519" "$dir/id_ed25519.pub" /root/.ssh/ || return 1
+	chmod 600 /root/.ssh/id_ed25519
+	cp "$dir/id_ed25519.pub" /root/.ssh/authorized_keys
+	chmod 600 /root/.ssh/authorized_keys
+	printf '%s\n' "Host *" "	StrictHostKeyChecking no" \
+		"	UserKnownHostsFile /dev/null" "	LogLevel ERROR" \
+		"	BatchMode yes" "	ConnectTimeout 30" > /root/.ssh/config
+	ssh-keygen -A > /dev/null || return 1
+	/usr/sbin/sshd -o ListenAddress="$(mgmt_ip "$NODE")" -o UsePAM=no \
+		-o PermitRootLogin=prohibit-password -o MaxStartups=100 \
+		-E "$LAB/$NODE.sshd.log" || return 1
+	wait_listen 22 30 || return 1
+	barrier ssh.up 60
+}
+
+# ssh_peer_ok [SECONDS]: a command runs on the peer over ssh.
+ssh_peer_ok() {
+	[ "$(bounded "${1:-60}" ssh "node-$PEER" hostname 2>&1)" = "node-$PEER" ]
 }

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT
+# compat: unmodified verbs programs across the nodes, each run once without
+# and once with LD_PRELOAD=libr2cc-shim.so. A case passes when both runs
+# succeed with the same functional result and r2cc's statistics file shows
+# that it saw the traffic.
+# lab-timeout: 1500
+
+SHIM=$BUILD/shim/libr2cc-shim.so
+[ -e "$SHIM" ] || { check fail shim.built "no $SHIM: build first"; return 0; }
+
+# stat_sum FILE FIELD: FIELD summed over the file's qp lines.
+stat_sum() {
+	awk -v f="$2" '$1 == "qp" { for (i = 2; i <= NF; i++) {
+		split($i, kv, "="); if (kv[1] == f) s += kv[2] } }
+		END { print s + 0 }' "$1" 2>/dev/null
+}
+
+# result FILE: the line that carries a program's functional result.
+result() {
+	grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+|bytes in|iters in|client DISCONNECT|verbs_loader:|mpi_allreduce:' "$1" |
+		sed -E 's/[0-9]+\.[0-9]+//g' | head -3
+}
+
+# compat NAME PORT SERVER_CMD CLIENT_CMD SIDE FIELD MIN
+# SIDE (a server, b client) must show FIELD >= MIN in r2cc's stats.
+compat() {
+	local name=$1 port=$2 srv=$3 cli=$4 side=$5 field=$6 min=$7
+	local st=$LAB/$NODE.$name.stats got
+	pair "$name.native" ok 150 "$port" "$srv" "$cli"
+	rm -f "$st"
+	pair "$name.r2cc" ok 150 "$port" \
+		"LD_PRELOAD=$SHIM R2CC_STATS=$st $srv" \
+		"LD_PRELOAD=$SHIM R2CC_STATS=$st $cli"
+	[ "$NODE" = "$side" ] || return 0
+	got=$(stat_sum "$st" "$field")
+	[ "${got:-0}" -ge "$min" ] &&
+		check pass "$name.stats" "$field=$got" ||
+		check fail "$name.stats" "$field=${got:-none}, want >= $min (see $(basename "$st"))"
+	# Every PD and MR is mirrored on the other rail, none failed.
+	if [ "$RAILS" -gt 1 ]; then
+		mirror=$(grep '^mirror ' "$st")
+		case "$mirror" in
+		*" mrs=0 "*|"") check fail "$name.mirror" "no shadow MR: ${mirror:-no stats}";;
+		*" failed=0") check pass "$name.mirror" "${mirror#mirror }";;
+		*) check fail "$name.mirror" "$mirror";;
+		esac
+	fi
+	if [ "$(result "$LAB/$NODE.$name.native.out")" = "$(result "$LAB/$NODE.$name.r2cc.out")" ]; then
+		check pass "$name.same-result"
+	else
+		check fail "$name.same-result" "outputs differ (see $NODE.$name.*.out)"
+	fi
+}
+
+G="-d rxe0 -g 1"
+N=200
+compat rc_pingpong 18515 "ibv_rc_pingpong $G -n $N" \
+	"ibv_rc_pingpong $G -n $N \$SERVER" b send $N
+compat rc_pingpong_events 18515 "ibv_rc_pingpong $G -e -n $N" \
+	"ibv_rc_pingpong $G -e -n $N \$SERVER" b send $N
+compat rc_pingpong_newsend 18515 "ibv_rc_pingpong $G -N -n $N" \
+	"ibv_rc_pingpong $G -N -n $N \$SERVER" b send $N
+compat uc_pingpong 18515 "ibv_uc_pingpong $G -n $N" \
+	"ibv_uc_pingpong $G -n $N \$SERVER" b send $N
+compat ud_pingpong 18515 "ibv_ud_pingpong $G -n $N -s 1024" \
+	"ibv_ud_pingpong $G -n $N -s 1024 \$SERVER" b send $N
+compat srq_pingpong 18515 "ibv_srq_pingpong $G -n $N" \
+	"ibv_srq_pingpong $G -n $N \$SERVER" b send $N
+
+P="-d rxe0 -x 1 -n $N"
+for api in "" "--use_old_post_send"; do
+	sfx=${api:+_oldapi}
+	compat "ib_write_bw$sfx" 18515 "ib_write_bw $P $api" \
+		"ib_write_bw $P $api \$SERVER" b write $N
+	compat "ib_read_bw$sfx" 18515 "ib_read_bw $P $api" \
+		"ib_read_bw $P $api \$SERVER" b read $N
+	compat "ib_send_bw$sfx" 18515 "ib_send_bw $P $api" \
+		"ib_send_bw $P $api \$SERVER" b send $N
+	compat "ib_atomic_bw$sfx" 18515 "ib_atomic_bw $P $api" \
+		"ib_atomic_bw $P $api \$SERVER" b atomic $N
+done
+compat ib_write_lat 18515 "ib_write_lat $P" "ib_write_lat $P \$SERVER" \
+	b write $N
+
+# librdmacm: rping over rail 0's address (RDMA CM, not TCP).
+compat rping - "rping -s -a $(rail_ip a 0) -C 100 -V" \
+	"rping -c -a $(rail_ip a 0) -C 100 -V" b send 100
+
+# Misuse: bad arguments, busy objects, invalid transitions return the same
+# values and errno with the shim as without (node a alone).
+if [ "$NODE" = a ]; then
+	m=$BUILD/tests/progs/verbs_misuse
+	bounded 60 "$m" rxe0 > "$LAB/a.misuse.native.out" 2>&1
+	rc1=$?
+	LD_PRELOAD=$SHIM R2CC_STATS=$LAB/a.misuse.stats bounded 60 "$m" rxe0 \
+		> "$LAB/a.misuse.r2cc.out" 2>&1
+	rc2=$?
+	n=$(grep -c . "$LAB/a.misuse.native.out")
+	if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n" -gt 20 ] &&
+		cmp -s "$LAB/a.misuse.native.out" "$LAB/a.misuse.r2cc.out"; then
+		check pass misuse.same "$n calls, identical results"
+	else
+		check fail misuse.same "exit $rc1/$rc2, $n lines (diff a.misuse.*.out)"
+	fi
+fi
+barrier misuse.done 120
