@@ -18,7 +18,7 @@ stat_sum() {
 # result FILE: the line that carries a program's functional result.
 result() {
 	grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+|bytes in|iters in|client DISCONNECT|verbs_loader:|mpi_allreduce:' "$1" |
-		sed -E 's/[0-9]+\.[0-9]+//g' | head -3
+		sed -E 's/[0-9]+\.[0-9]+//g' | tr -s ' \t' ' ' | head -3
 }
 
 # compat NAME PORT SERVER_CMD CLIENT_CMD SIDE FIELD MIN
@@ -81,6 +81,10 @@ for api in "" "--use_old_post_send"; do
 done
 compat ib_write_lat 18515 "ib_write_lat $P" "ib_write_lat $P \$SERVER" \
 	b write $N
+
+# Like NCCL: libibverbs reached only through dlopen() and dlvsym().
+VL="$BUILD/tests/progs/verbs_loader -d rxe0 -g 1 -p 18520 -n $N"
+compat verbs_loader 18520 "$VL" "$VL \$SERVER" b write $N
 
 # librdmacm: rping over rail 0's address (RDMA CM, not TCP).
 compat rping - "rping -s -a $(rail_ip a 0) -C 100 -V" \
