@@ -10,28 +10,9 @@
 
 #include "registry.h"
 
-#define EMPTY ((uintptr_t)0)
-#define TOMB ((uintptr_t)1)
+#define EMPTY R2CC_MAP_EMPTY
+#define TOMB R2CC_MAP_TOMB
 #define MIN_SLOTS 64
-
-struct r2cc_map_slot {
-	_Atomic uintptr_t key; /* EMPTY, TOMB or a key */
-	_Atomic(void *) val;
-};
-
-struct r2cc_map_table {
-	size_t mask; /* slots - 1; slots is a power of two */
-	struct r2cc_map_table *next_retired;
-	struct r2cc_map_slot slot[];
-};
-
-static inline size_t slot_of(uintptr_t key, size_t mask)
-{
-	/* Fibonacci hashing: handles are 16-byte aligned heap pointers. */
-	uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
-
-	return (size_t)(h >> 32) & mask;
-}
 
 static struct r2cc_map_table *table_new(size_t slots)
 {
@@ -58,33 +39,12 @@ int r2cc_map_init(struct r2cc_map *m)
 	return 0;
 }
 
-void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
-{
-	struct r2cc_map_table *t;
-	size_t i, n;
-
-	t = atomic_load_explicit(&m->table, memory_order_acquire);
-	if (!t)
-		return NULL;
-	i = slot_of(key, t->mask);
-	for (n = 0; n <= t->mask; n++, i = (i + 1) & t->mask) {
-		uintptr_t k = atomic_load_explicit(&t->slot[i].key,
-						   memory_order_acquire);
-		if (k == key)
-			return atomic_load_explicit(&t->slot[i].val,
-						    memory_order_acquire);
-		if (k == EMPTY)
-			return NULL;
-	}
-	return NULL;
-}
-
 /* Caller holds m->lock. The slot of @key, or the slot to put it in. */
 static struct r2cc_map_slot *find_slot(struct r2cc_map_table *t, uintptr_t key,
 				       bool *found)
 {
 	struct r2cc_map_slot *free_slot = NULL;
-	size_t i = slot_of(key, t->mask), n;
+	size_t i = r2cc_map_slot_of(key, t->mask), n;
 
 	*found = false;
 	for (n = 0; n <= t->mask; n++, i = (i + 1) & t->mask) {

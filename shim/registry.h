@@ -12,7 +12,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct r2cc_map_table;
+/* Slot keys: EMPTY, TOMB, or a key (>= R2CC_MAP_KEY_MIN). */
+#define R2CC_MAP_EMPTY ((uintptr_t)0)
+#define R2CC_MAP_TOMB ((uintptr_t)1)
+
+struct r2cc_map_slot {
+	_Atomic uintptr_t key;
+	_Atomic(void *) val;
+};
+
+struct r2cc_map_table {
+	size_t mask; /* slots - 1; slots is a power of two */
+	struct r2cc_map_table *next_retired;
+	struct r2cc_map_slot slot[];
+};
 
 struct r2cc_map {
 	/* The current table; readers load it with acquire, never lock. */
@@ -56,12 +69,40 @@ int r2cc_map_insert(struct r2cc_map *m, uintptr_t key, void *val);
  * Return: the value it had, or NULL if it was not there.
  */
 void *r2cc_map_remove(struct r2cc_map *m, uintptr_t key);
+static inline size_t r2cc_map_slot_of(uintptr_t key, size_t mask)
+{
+	/* Fibonacci hashing: handles are 16-byte aligned heap pointers. */
+	uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
+
+	return (size_t)(h >> 32) & mask;
+}
+
 /**
  * r2cc_map_lookup() - the value of @key, or NULL; lock-free, any thread
  * @m: the map
  * @key: the key
+ * Inline: it is on the data path of every post and poll.
  */
-void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key);
+static inline void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
+{
+	struct r2cc_map_table *t;
+	size_t i, n;
+
+	t = atomic_load_explicit(&m->table, memory_order_acquire);
+	if (!t)
+		return NULL;
+	i = r2cc_map_slot_of(key, t->mask);
+	for (n = 0; n <= t->mask; n++, i = (i + 1) & t->mask) {
+		uintptr_t k = atomic_load_explicit(&t->slot[i].key,
+						   memory_order_acquire);
+		if (k == key)
+			return atomic_load_explicit(&t->slot[i].val,
+						    memory_order_acquire);
+		if (k == R2CC_MAP_EMPTY)
+			return NULL;
+	}
+	return NULL;
+}
 /**
  * r2cc_map_for_each() - call @fn on every live entry, under the map lock
  * @m: the map

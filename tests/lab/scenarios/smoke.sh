@@ -11,6 +11,6 @@ done
 
 for t in write read send; do
 	pair "ib_${t}_bw.rail0" ok 180 18515 \
-		"ib_${t}_bw -d rxe0 -x 1 -n 200 -s 65536" \
-		"ib_${t}_bw -d rxe0 -x 1 -n 200 -s 65536 \$SERVER"
+		"$REPO/tests/lab/lib/perftest-retry ib_${t}_bw -d rxe0 -x 1 -n 200 -s 65536" \
+		"$REPO/tests/lab/lib/perftest-retry ib_${t}_bw -d rxe0 -x 1 -n 200 -s 65536 \$SERVER"
 done
