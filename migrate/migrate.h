@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * migrate.h - the migrate module's one public header: 24-bit PSN arithmetic,
+ * packets per send WR, and the per-QP send log that failover replays.
+ * Locks: none. Each log is serialised by its QP's posting (see sendlog).
+ */
+#ifndef R2CC_MIGRATE_H
+#define R2CC_MIGRATE_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define R2CC_PSN_MASK 0xffffffU
+/* Most PSNs a log keeps outstanding: beyond, PSN order is ambiguous */
+#define R2CC_PSN_WINDOW (1U << 23)
+
+/* r2cc_psn_add() - @psn + @n in the 24-bit PSN space (wraps) */
+static inline uint32_t r2cc_psn_add(uint32_t psn, uint32_t n)
+{
+	return (psn + n) & R2CC_PSN_MASK;
+}
+
+/* r2cc_psn_diff() - signed distance @a - @b, in (-2^23, 2^23] */
+static inline int32_t r2cc_psn_diff(uint32_t a, uint32_t b)
+{
+	uint32_t d = (a - b) & R2CC_PSN_MASK;
+
+	return d > R2CC_PSN_WINDOW ? (int32_t)d - (int32_t)(1U << 24) :
+				     (int32_t)d;
+}
+
+/* r2cc_psn_before() - whether @a comes before @b (IB spec PSN order) */
+static inline bool r2cc_psn_before(uint32_t a, uint32_t b)
+{
+	return r2cc_psn_diff(a, b) < 0;
+}
+
+/**
+ * r2cc_mtu_bytes() - bytes of an enum ibv_mtu
+ * @mtu: IBV_MTU_256..IBV_MTU_4096
+ * Return: 256..4096, or -EINVAL.
+ */
+int r2cc_mtu_bytes(enum ibv_mtu mtu);
+/**
+ * r2cc_psn_npkts() - PSNs a requester spends on one WR (IB spec)
+ * @op: the WR's opcode
+ * @len: its payload in bytes (for a READ, the bytes read)
+ * @mtu_bytes: the path MTU in bytes
+ * SEND*, WRITE* and READ take max(1, ceil(len / mtu)) (a READ request
+ * spends one PSN per response packet); atomics 1; LOCAL_INV, BIND_MW 0.
+ * Return: the count, -EINVAL (@mtu_bytes 0), -EMSGSIZE (@len > 2^31) or
+ * -EOPNOTSUPP (an opcode r2cc cannot account: TSO, ATOMIC_WRITE...).
+ */
+int r2cc_psn_npkts(enum ibv_wr_opcode op, uint64_t len, uint32_t mtu_bytes);
+/* r2cc_wr_len() - sum of @wr's SGE lengths (inline data included) */
+uint64_t r2cc_wr_len(const struct ibv_send_wr *wr);
+/* r2cc_wr_npkts() - r2cc_psn_npkts() of @wr (-EINVAL if num_sge < 0) */
+int r2cc_wr_npkts(const struct ibv_send_wr *wr, uint32_t mtu_bytes);
+/* r2cc_wc_opcode() - the ibv_wc_opcode a WR completes with, or -EOPNOTSUPP */
+int r2cc_wc_opcode(enum ibv_wr_opcode op);
+
+/*
+ * The send log of one QP: a copy of every posted send WR not yet retired,
+ * in posting order, with its PSNs. Nothing here allocates or locks after
+ * r2cc_sendlog_new(). The caller holds the QP's posting serialisation
+ * (verbs requires posts on one QP to be serialised; r2cc appends right
+ * after the provider's post returns) and serialises polls with it.
+ */
+struct r2cc_sendlog;
+
+enum r2cc_sendlog_disp {
+	R2CC_SL_NEW, /* posted, not yet through a failover */
+	R2CC_SL_REPLAY, /* on the replay list: post it on the backup QP */
+	R2CC_SL_DONE, /* executed by the peer: complete it, do not post */
+	R2CC_SL_LOST, /* atomic executed, its result lost: surface the error */
+	R2CC_SL_FLUSH, /* after a LOST atomic: fail with IBV_WC_WR_FLUSH_ERR */
+};
+
+struct r2cc_sendlog_ent {
+	struct ibv_send_wr wr; /* the copy; sg_list and inline data owned */
+	uint64_t len; /* bytes, as r2cc_wr_len() */
+	uint32_t first_psn;
+	uint32_t npkts;
+	bool signaled; /* IBV_SEND_SIGNALED or sq_sig_all */
+	bool reread; /* a READ the peer executed, replayed for its data */
+	enum r2cc_sendlog_disp disp;
+};
+
+struct r2cc_sendlog_stats {
+	uint32_t outstanding;
+	uint64_t appended, retired, replayed, skipped, reread, failed;
+};
+
+/**
+ * r2cc_sendlog_new() - a log for a QP, preallocated for its send queue
+ * @cap: max_send_wr (at least 1)
+ * @max_sge: max_send_sge
+ * @max_inline: max_inline_data, as the provider returned it
+ * @sq_sig_all: the QP signals every WR
+ * Return: the log, or NULL with errno set.
+ */
+struct r2cc_sendlog *r2cc_sendlog_new(uint32_t cap, uint32_t max_sge,
+				      uint32_t max_inline, bool sq_sig_all);
+void r2cc_sendlog_free(struct r2cc_sendlog *log);
+/**
+ * r2cc_sendlog_start() - the QP reached RTS: WRs start at @sq_psn
+ * @log: the log
+ * @sq_psn: sq_psn of the RTS transition
+ * @mtu_bytes: path MTU in bytes (256..4096)
+ * After r2cc_sendlog_replay() this moves the log onto the backup QP: the
+ * REPLAY entries get PSNs from @sq_psn in order (post them first), DONE
+ * entries stay DONE, and appending resumes.
+ * Return: 0, -EINVAL, or -EBUSY (WRs outstanding and no replay, or
+ * LOST/FLUSH entries not yet retired).
+ */
+int r2cc_sendlog_start(struct r2cc_sendlog *log, uint32_t sq_psn,
+		       uint32_t mtu_bytes);
+/**
+ * r2cc_sendlog_append() - log one WR the provider accepted
+ * @log: the log
+ * @wr: the WR (@wr->next is ignored); SGEs and inline bytes are copied
+ * Return: 0; -ENOSPC (cap WRs or R2CC_PSN_WINDOW PSNs outstanding), -EINVAL
+ * (not started, too many SGEs or inline bytes), -EOPNOTSUPP, -EMSGSIZE or
+ * -EBUSY (replayed, not restarted): the caller stops protecting the QP.
+ */
+int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr);
+/**
+ * r2cc_sendlog_match() - which entry a successful send completion is for
+ * @log: the log
+ * @wr_id: wc->wr_id
+ * @opcode: wc->opcode
+ * RC completes in order, so it is the oldest signaled entry not DONE; its
+ * wr_id and opcode must agree (wr_ids may repeat).
+ * Return: its index (0 = oldest), -ENOENT (none) or -EPROTO (mismatch).
+ */
+int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
+		       enum ibv_wc_opcode opcode);
+/**
+ * r2cc_sendlog_complete() - retire a successful completion's entry and
+ * every entry before it
+ * @log: the log
+ * @wr_id: wc->wr_id
+ * @opcode: wc->opcode
+ * Return: entries retired (>= 1); r2cc_sendlog_match()'s errors; -EBUSY if
+ * a signaled DONE entry comes first (synthesise it and retire it first).
+ */
+int r2cc_sendlog_complete(struct r2cc_sendlog *log, uint64_t wr_id,
+			  enum ibv_wc_opcode opcode);
+/* r2cc_sendlog_retire() - drop the @n oldest entries: @n or -EINVAL */
+int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n);
+/* r2cc_sendlog_peek() - the @i-th oldest entry, or NULL */
+const struct r2cc_sendlog_ent *r2cc_sendlog_peek(const struct r2cc_sendlog *log,
+						 uint32_t i);
+
+struct r2cc_replay {
+	struct ibv_send_wr *first; /* borrowed: the log's copies, or NULL */
+	uint32_t nreplay; /* WRs on @first, in posting order */
+	uint32_t nskipped; /* DONE entries */
+	uint32_t nreread; /* of @nreplay: READs the peer had executed */
+	uint32_t nfailed; /* the LOST atomic and the FLUSH entries after it */
+	const struct r2cc_sendlog_ent *lost; /* the LOST atomic, or NULL */
+};
+
+/**
+ * r2cc_sendlog_replay() - split the outstanding WRs after a fence
+ * @log: the log; its QP is in ERR and its successes are retired
+ * @peer_rq_psn: the responder's rq_psn, the next PSN it expects
+ * @res: the outcome
+ * A WR whose last PSN is below @peer_rq_psn was executed: DONE, except a
+ * READ (its response may not have landed: REPLAY, reread) and an atomic
+ * (LOST; the entries after it FLUSH). Every other WR is REPLAY, whole: a
+ * partial WRITE rewrites identical bytes, a partial SEND lands again in
+ * the receive the peer re-posts. A 0-PSN WR (LOCAL_INV, BIND_MW) is DONE
+ * only if the WR after it started. Walk the entries with peek() to
+ * complete DONE ones in order; the log stays frozen until start().
+ * Return: 0, -ERANGE (@peer_rq_psn outside the outstanding PSNs), -EBUSY
+ * (already replayed).
+ */
+int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
+			struct r2cc_replay *res);
+/* r2cc_sendlog_next_psn() - the PSN the next appended WR will get */
+uint32_t r2cc_sendlog_next_psn(const struct r2cc_sendlog *log);
+void r2cc_sendlog_get_stats(const struct r2cc_sendlog *log,
+			    struct r2cc_sendlog_stats *st);
+
+#endif /* R2CC_MIGRATE_H */

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sendlog.c - the per-QP send log: a preallocated ring of copies of the
+ * posted send WRs with their PSNs, retired by completions in RC order and
+ * split by the responder's rq_psn into what to replay after a failover.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "migrate.h"
+
+/* More WRs than any HCA's max_qp_wr; keeps counts within an int */
+#define MAX_CAP (1U << 24)
+
+/*
+ * One per QP. Ring invariant: entry i + 1 starts at the PSN after entry
+ * i, and next_psn follows the newest, so the outstanding entries span
+ * out_pkts PSNs from the oldest one's first_psn. Caller serialises.
+ */
+struct r2cc_sendlog {
+	uint32_t cap; /* entries: the QP's max_send_wr */
+	uint32_t max_sge; /* SGEs per entry */
+	uint32_t max_inline; /* inline bytes per entry */
+	bool sig_all; /* sq_sig_all: every WR is signaled */
+	bool started; /* start() has given a PSN and an MTU */
+	bool frozen; /* replay() ran; start() moves the log on */
+	uint32_t mtu; /* path MTU, bytes */
+	uint32_t next_psn;
+	uint32_t head; /* slot of the oldest entry */
+	uint32_t count; /* entries outstanding */
+	uint32_t out_pkts; /* PSNs they span */
+	struct r2cc_sendlog_ent *ent; /* owned: cap entries */
+	struct ibv_sge *sge; /* owned: cap * max_sge */
+	char *inl; /* owned: cap * max_inline bytes */
+	struct r2cc_sendlog_stats st;
+};
+
+struct r2cc_sendlog *r2cc_sendlog_new(uint32_t cap, uint32_t max_sge,
+				      uint32_t max_inline, bool sq_sig_all)
+{
+	size_t nsge = (size_t)cap * max_sge;
+	size_t ninl = (size_t)cap * max_inline;
+	struct r2cc_sendlog *log;
+
+	if (!cap || cap > MAX_CAP) {
+		errno = EINVAL;
+		return NULL;
+	}
+	log = calloc(1, sizeof(*log));
+	if (!log)
+		return NULL;
+	log->cap = cap;
+	log->max_sge = max_sge;
+	log->max_inline = max_inline;
+	log->sig_all = sq_sig_all;
+	log->ent = calloc(cap, sizeof(*log->ent));
+	log->sge = calloc(nsge ? nsge : 1, sizeof(*log->sge));
+	log->inl = malloc(ninl ? ninl : 1);
+	if (!log->ent || !log->sge || !log->inl) {
+		r2cc_sendlog_free(log);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return log;
+}
+
+void r2cc_sendlog_free(struct r2cc_sendlog *log)
+{
+	if (!log)
+		return;
+	free(log->inl);
+	free(log->sge);
+	free(log->ent);
+	free(log);
+}
+
+static uint32_t slot(const struct r2cc_sendlog *log, uint32_t i)
+{
+	uint32_t s = log->head + i;
+
+	return s >= log->cap ? s - log->cap : s;
+}
+
+static struct r2cc_sendlog_ent *at(const struct r2cc_sendlog *log, uint32_t i)
+{
+	return &log->ent[slot(log, i)];
+}
+
+static bool valid_mtu(uint32_t mtu)
+{
+	return mtu >= 256 && mtu <= 4096 && !(mtu & (mtu - 1));
+}
+
+/* Only SEND and WRITE carry inline data; a READ's SGEs are destinations */
+static bool is_inline(const struct ibv_send_wr *wr)
+{
+	if (!(wr->send_flags & IBV_SEND_INLINE))
+		return false;
+	return r2cc_wc_opcode(wr->opcode) == IBV_WC_SEND ||
+	       wr->opcode == IBV_WR_RDMA_WRITE ||
+	       wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* The program may reuse its SGE array and inline buffer once post returns */
+static void copy_wr(struct r2cc_sendlog *log, uint32_t s,
+		    struct r2cc_sendlog_ent *e, const struct ibv_send_wr *wr)
+{
+	struct ibv_sge *sge = &log->sge[(size_t)s * log->max_sge];
+	char *inl = &log->inl[(size_t)s * log->max_inline];
+	int i;
+
+	e->wr = *wr;
+	e->wr.next = NULL;
+	e->wr.sg_list = sge;
+	if (!is_inline(wr)) {
+		if (wr->num_sge)
+			memcpy(sge, wr->sg_list, wr->num_sge * sizeof(*sge));
+		return;
+	}
+	for (i = 0; i < wr->num_sge; i++) {
+		uint32_t n = wr->sg_list[i].length;
+
+		if (n)
+			memcpy(inl, (void *)(uintptr_t)wr->sg_list[i].addr, n);
+		sge[i] = (struct ibv_sge){ (uintptr_t)inl, n, 0 };
+		inl += n;
+	}
+}
+
+int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
+{
+	struct r2cc_sendlog_ent *e;
+	uint64_t len;
+	uint32_t s;
+	int n;
+
+	if (log->frozen)
+		return -EBUSY;
+	if (!log->started || wr->num_sge < 0 ||
+	    (uint32_t)wr->num_sge > log->max_sge)
+		return -EINVAL;
+	len = r2cc_wr_len(wr);
+	if (is_inline(wr) && len > log->max_inline)
+		return -EINVAL;
+	n = r2cc_psn_npkts(wr->opcode, len, log->mtu);
+	if (n < 0)
+		return n;
+	if (log->count == log->cap ||
+	    (uint32_t)n > R2CC_PSN_WINDOW - log->out_pkts)
+		return -ENOSPC;
+
+	s = slot(log, log->count);
+	e = &log->ent[s];
+	copy_wr(log, s, e, wr);
+	e->len = len;
+	e->first_psn = log->next_psn;
+	e->npkts = (uint32_t)n;
+	e->signaled = log->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->reread = false;
+	e->disp = R2CC_SL_NEW;
+	log->next_psn = r2cc_psn_add(log->next_psn, (uint32_t)n);
+	log->out_pkts += (uint32_t)n;
+	log->count++;
+	log->st.appended++;
+	return 0;
+}
+
+int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
+		       enum ibv_wc_opcode opcode)
+{
+	const struct r2cc_sendlog_ent *e;
+	uint32_t i;
+
+	for (i = 0; i < log->count; i++) {
+		e = at(log, i);
+		/* DONE entries were never posted where this came from */
+		if (!e->signaled || e->disp == R2CC_SL_DONE)
+			continue;
+		if (e->wr.wr_id != wr_id ||
+		    r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
+			return -EPROTO;
+		return (int)i;
+	}
+	return -ENOENT;
+}
+
+int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
+{
+	uint32_t i;
+
+	if (n > log->count)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		log->out_pkts -= at(log, i)->npkts;
+	log->head = slot(log, n);
+	log->count -= n;
+	log->st.retired += n;
+	return (int)n;
+}
+
+int r2cc_sendlog_complete(struct r2cc_sendlog *log, uint64_t wr_id,
+			  enum ibv_wc_opcode opcode)
+{
+	const struct r2cc_sendlog_ent *e;
+	int idx = r2cc_sendlog_match(log, wr_id, opcode);
+	int i;
+
+	if (idx < 0)
+		return idx;
+	/* The program must see that completion first, in posting order */
+	for (i = 0; i < idx; i++) {
+		e = at(log, (uint32_t)i);
+		if (e->signaled && e->disp == R2CC_SL_DONE)
+			return -EBUSY;
+	}
+	return r2cc_sendlog_retire(log, (uint32_t)idx + 1);
+}
+
+const struct r2cc_sendlog_ent *r2cc_sendlog_peek(const struct r2cc_sendlog *log,
+						 uint32_t i)
+{
+	return i < log->count ? at(log, i) : NULL;
+}
+
+/* @eoff: @e's first PSN and @off: rq_psn, both as offsets from the oldest */
+static enum r2cc_sendlog_disp classify(struct r2cc_sendlog_ent *e,
+				       uint32_t eoff, uint32_t off)
+{
+	if (e->disp == R2CC_SL_DONE)
+		return R2CC_SL_DONE; /* done by an earlier rail */
+	/* A local WR ran iff the SQ went on to the next WR's packets */
+	if (!e->npkts)
+		return eoff < off ? R2CC_SL_DONE : R2CC_SL_REPLAY;
+	if (eoff + e->npkts > off)
+		return R2CC_SL_REPLAY; /* not, or partly, executed */
+	switch (e->wr.opcode) {
+	case IBV_WR_RDMA_READ:
+		/* Executed, but the response data may not have landed */
+		e->reread = true;
+		return R2CC_SL_REPLAY;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		/* Executed, original value lost: cannot run it twice */
+		return R2CC_SL_LOST;
+	default:
+		return R2CC_SL_DONE;
+	}
+}
+
+static void account(struct r2cc_sendlog *log, struct r2cc_sendlog_ent *e,
+		    enum r2cc_sendlog_disp was, struct r2cc_replay *res)
+{
+	switch (e->disp) {
+	case R2CC_SL_REPLAY:
+		res->nreplay++;
+		res->nreread += e->reread;
+		log->st.replayed++;
+		log->st.reread += e->reread;
+		break;
+	case R2CC_SL_DONE:
+		res->nskipped++;
+		log->st.skipped += was != R2CC_SL_DONE;
+		break;
+	case R2CC_SL_LOST:
+		res->lost = e;
+		/* fall through */
+	default:
+		res->nfailed++;
+		log->st.failed++;
+		break;
+	}
+}
+
+int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
+			struct r2cc_replay *res)
+{
+	struct ibv_send_wr **tail = &res->first;
+	struct r2cc_sendlog_ent *e;
+	enum r2cc_sendlog_disp was;
+	uint32_t base, off, eoff = 0, i;
+	int32_t d;
+
+	if (log->frozen)
+		return -EBUSY;
+	base = log->count ? at(log, 0)->first_psn : log->next_psn;
+	d = r2cc_psn_diff(peer_rq_psn & R2CC_PSN_MASK, base);
+	if (d < 0 || (uint32_t)d > log->out_pkts)
+		return -ERANGE;
+	off = (uint32_t)d;
+	memset(res, 0, sizeof(*res));
+	for (i = 0; i < log->count; i++) {
+		e = at(log, i);
+		was = e->disp;
+		e->wr.next = NULL;
+		e->reread = false;
+		if (res->lost)
+			e->disp = R2CC_SL_FLUSH;
+		else
+			e->disp = classify(e, eoff, off);
+		if (e->disp == R2CC_SL_REPLAY) {
+			*tail = &e->wr;
+			tail = &e->wr.next;
+		}
+		account(log, e, was, res);
+		eoff += e->npkts;
+	}
+	log->frozen = true;
+	return 0;
+}
+
+/* After a replay: the REPLAY entries take PSNs on the new QP, in order */
+static int rebase(struct r2cc_sendlog *log, uint32_t sq_psn, uint32_t mtu)
+{
+	struct r2cc_sendlog_ent *e;
+	uint64_t total = 0;
+	uint32_t i;
+
+	for (i = 0; i < log->count; i++) {
+		e = at(log, i);
+		if (e->disp == R2CC_SL_LOST || e->disp == R2CC_SL_FLUSH)
+			return -EBUSY;
+		if (e->disp != R2CC_SL_DONE)
+			total += (uint32_t)r2cc_psn_npkts(e->wr.opcode, e->len,
+							  mtu);
+	}
+	if (total > R2CC_PSN_WINDOW)
+		return -ENOSPC;
+	for (i = 0; i < log->count; i++) {
+		e = at(log, i);
+		e->first_psn = sq_psn;
+		e->reread = false;
+		if (e->disp == R2CC_SL_DONE) {
+			e->npkts = 0;
+			continue;
+		}
+		e->npkts = (uint32_t)r2cc_psn_npkts(e->wr.opcode, e->len, mtu);
+		e->disp = R2CC_SL_NEW;
+		sq_psn = r2cc_psn_add(sq_psn, e->npkts);
+	}
+	log->out_pkts = (uint32_t)total;
+	log->next_psn = sq_psn;
+	return 0;
+}
+
+int r2cc_sendlog_start(struct r2cc_sendlog *log, uint32_t sq_psn,
+		       uint32_t mtu_bytes)
+{
+	int ret;
+
+	if (!valid_mtu(mtu_bytes) || sq_psn > R2CC_PSN_MASK)
+		return -EINVAL;
+	if (log->count && !log->frozen)
+		return -EBUSY;
+	ret = rebase(log, sq_psn, mtu_bytes);
+	if (ret)
+		return ret;
+	log->mtu = mtu_bytes;
+	log->started = true;
+	log->frozen = false;
+	return 0;
+}
+
+uint32_t r2cc_sendlog_next_psn(const struct r2cc_sendlog *log)
+{
+	return log->next_psn;
+}
+
+void r2cc_sendlog_get_stats(const struct r2cc_sendlog *log,
+			    struct r2cc_sendlog_stats *st)
+{
+	*st = log->st;
+	st->outstanding = log->count;
+}
