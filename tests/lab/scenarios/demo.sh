@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # demo: what tools/demo shows. Unmodified RDMA programs run across the two
 # lab nodes over real kernel soft-RoCE: ibv_rc_pingpong on every rail, then
-# ib_write_bw on rail 0. (Not part of the test suite: smoke covers this.)
+# ib_write_bw on rail 0 with libr2cc-shim.so preloaded on both sides, and
+# what the shim saw. (Not part of the test suite: smoke and compat cover it.)
 # lab-timeout: 400
 
 for ((r = 0; r < RAILS; r++)); do
@@ -9,5 +10,9 @@ for ((r = 0; r < RAILS; r++)); do
 		"ibv_rc_pingpong -d $(rail_ibdev $r) -g 1 -n 500 -s 4096" \
 		"ibv_rc_pingpong -d $(rail_ibdev $r) -g 1 -n 500 -s 4096 \$SERVER"
 done
-pair ib_write_bw.rail0 ok 180 18515 "$REPO/tests/lab/lib/perftest-retry ib_write_bw -d rxe0 -x 1 -n 1000" \
-	"$REPO/tests/lab/lib/perftest-retry ib_write_bw -d rxe0 -x 1 -n 1000 \$SERVER"
+SHIM=$BUILD/shim/libr2cc-shim.so
+BW="$REPO/tests/lab/lib/perftest-retry ib_write_bw -d rxe0 -x 1 -n 1000"
+ST=/tmp/r2cc.stats
+pair ib_write_bw.rail0.with-r2cc ok 180 18515 \
+	"LD_PRELOAD=$SHIM R2CC_STATS=$ST $BW" \
+	"LD_PRELOAD=$SHIM R2CC_STATS=$ST $BW \$SERVER; rc=\$?; echo; echo '== what r2cc saw (R2CC_STATS):'; cat $ST; exit \$rc"
