@@ -19,15 +19,9 @@ struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq)
 		q->type = R2CC_OBJ_CQ;
 		q->cq = cq;
 		q->ctx = c;
-		if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)cq, q)) {
-			free(q);
-			q = NULL;
-		}
 	}
-	if (!q)
-		r2cc_err("out of memory: CQ %p not tracked", (void *)cq);
 	errno = saved;
-	return q;
+	return r2cc_obj_add(cq, q, R2CC_OBJ_CQ, free);
 }
 
 R2CC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe,
@@ -55,17 +49,13 @@ R2CC_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 R2CC_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	struct r2cc_cq *q;
-	int ret, saved;
+	int ret;
 
 	R2CC_ENTER(ibv_destroy_cq, ENOSYS, cq);
 	q = r2cc_lookup(cq, R2CC_OBJ_CQ);
 	ret = r2cc_real.ibv_destroy_cq(cq);
-	if (ret || !q)
-		return ret;
-	saved = errno;
-	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)cq);
-	free(q);
-	errno = saved;
+	if (!ret && q)
+		r2cc_obj_del(cq, q, free);
 	return ret;
 }
 

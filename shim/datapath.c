@@ -32,22 +32,26 @@ static int dp_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* How many receive WRs of @wr the provider took: those before @stop. */
+static uint64_t recv_posted(struct ibv_recv_wr *wr, struct ibv_recv_wr *stop)
+{
+	uint64_t n = 0;
+
+	for (; wr && wr != stop; wr = wr->next)
+		n++;
+	return n;
+}
+
 static int dp_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 			struct ibv_recv_wr **bad)
 {
 	struct r2cc_qp *q = r2cc_lookup(qp, R2CC_OBJ_QP);
-	struct ibv_recv_wr *w, *stop = NULL;
-	uint64_t n = 0;
 	int ret;
 
 	if (unlikely(!q))
 		return ctx_of(qp->context)->post_recv(qp, wr, bad);
 	ret = q->ctx->post_recv(qp, wr, bad);
-	if (unlikely(ret))
-		stop = *bad;
-	for (w = wr; w && w != stop; w = w->next)
-		n++;
-	r2cc_stat_add(&q->st.posted_recv, n);
+	r2cc_stat_add(&q->st.posted_recv, recv_posted(wr, ret ? *bad : NULL));
 	return ret;
 }
 
@@ -55,18 +59,12 @@ static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			    struct ibv_recv_wr **bad)
 {
 	struct r2cc_srq *s = r2cc_lookup(srq, R2CC_OBJ_SRQ);
-	struct ibv_recv_wr *w, *stop = NULL;
-	uint64_t n = 0;
 	int ret;
 
 	if (unlikely(!s))
 		return ctx_of(srq->context)->post_srq_recv(srq, wr, bad);
 	ret = s->ctx->post_srq_recv(srq, wr, bad);
-	if (unlikely(ret))
-		stop = *bad;
-	for (w = wr; w && w != stop; w = w->next)
-		n++;
-	r2cc_stat_add(&s->posted_recv, n);
+	r2cc_stat_add(&s->posted_recv, recv_posted(wr, ret ? *bad : NULL));
 	return ret;
 }
 

@@ -56,50 +56,36 @@ R2CC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 {
 	struct ibv_context *ctx;
 	struct r2cc_ctx *c;
-	int saved;
 
 	R2CC_ENTER(ibv_open_device, NULL, dev);
 	ctx = r2cc_real.ibv_open_device(dev);
 	if (!ctx)
 		return NULL;
-	saved = errno;
 	c = calloc(1, sizeof(*c));
-	if (!c)
-		goto oom;
-	c->type = R2CC_OBJ_CTX;
-	c->ctx = ctx;
-	c->rail = r2cc_rail_of(dev);
-	pthread_mutex_lock(&r2cc_shim.lock);
-	c->id = r2cc_shim.next_ctx_id++;
-	pthread_mutex_unlock(&r2cc_shim.lock);
-	if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)ctx, c)) {
-		free(c);
-		goto oom;
+	if (c) {
+		c->type = R2CC_OBJ_CTX;
+		c->ctx = ctx;
+		c->rail = r2cc_rail_of(dev);
+		pthread_mutex_lock(&r2cc_shim.lock);
+		c->id = r2cc_shim.next_ctx_id++;
+		pthread_mutex_unlock(&r2cc_shim.lock);
 	}
-	/* Only once it can be found: the patched ops look it up. */
-	r2cc_ops_patch(c);
-	errno = saved;
-	return ctx;
-oom:
-	r2cc_err("out of memory: context %p unprotected", (void *)ctx);
-	errno = saved;
+	/* Patch only once it can be found: the patched ops look it up. */
+	if (r2cc_obj_add(ctx, c, R2CC_OBJ_CTX, free))
+		r2cc_ops_patch(c);
 	return ctx;
 }
 
 R2CC_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	struct r2cc_ctx *c;
-	int ret, saved;
+	int ret;
 
 	R2CC_ENTER(ibv_close_device, -1, ctx);
 	c = r2cc_lookup(ctx, R2CC_OBJ_CTX);
 	ret = r2cc_real.ibv_close_device(ctx);
-	if (ret || !c)
-		return ret;
-	saved = errno;
-	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)ctx);
-	free(c);
-	errno = saved;
+	if (!ret && c)
+		r2cc_obj_del(ctx, c, free);
 	return ret;
 }
 

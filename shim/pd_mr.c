@@ -37,8 +37,9 @@ static void pd_mirror(struct r2cc_pd *p)
 	}
 }
 
-static void pd_free(struct r2cc_pd *p)
+static void pd_free(void *obj)
 {
+	struct r2cc_pd *p = obj;
 	int r;
 
 	for (r = 0; r < R2CC_MAX_RAILS; r++)
@@ -66,31 +67,22 @@ R2CC_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 		p->pd = pd;
 		p->ctx = c;
 		pd_mirror(p);
-		if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)pd, p)) {
-			pd_free(p);
-			p = NULL;
-		}
 	}
-	if (!p)
-		r2cc_err("out of memory: PD %p unprotected", (void *)pd);
 	errno = saved;
+	r2cc_obj_add(pd, p, R2CC_OBJ_PD, pd_free);
 	return pd;
 }
 
 R2CC_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 {
 	struct r2cc_pd *p;
-	int ret, saved;
+	int ret;
 
 	R2CC_ENTER(ibv_dealloc_pd, ENOSYS, pd);
 	p = r2cc_lookup(pd, R2CC_OBJ_PD);
 	ret = r2cc_real.ibv_dealloc_pd(pd);
-	if (ret || !p)
-		return ret;
-	saved = errno;
-	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)pd);
-	pd_free(p);
-	errno = saved;
+	if (!ret && p)
+		r2cc_obj_del(pd, p, pd_free);
 	return ret;
 }
 
@@ -135,8 +127,10 @@ static void mr_unmirror(struct r2cc_mr *m)
 	}
 }
 
-static void mr_free(struct r2cc_mr *m)
+static void mr_free(void *obj)
 {
+	struct r2cc_mr *m = obj;
+
 	mr_unmirror(m);
 	if (m->dmabuf_fd >= 0)
 		close(m->dmabuf_fd);
@@ -157,28 +151,21 @@ static struct ibv_mr *mr_created(struct ibv_mr *mr, struct ibv_pd *pd,
 		return mr;
 	saved = errno;
 	m = calloc(1, sizeof(*m));
-	if (!m)
-		goto oom;
-	m->type = R2CC_OBJ_MR;
-	m->mr = mr;
-	m->pd = p;
-	m->iova = iova;
-	m->access = access;
-	m->offset = offset;
-	/* Our own reference: the program may close its fd right away. */
-	m->dmabuf_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-	if (fd >= 0 && m->dmabuf_fd < 0)
-		r2cc_warn("dma-buf MR: cannot dup fd %d (%m)", fd);
-	mr_mirror(m);
-	if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)mr, m)) {
-		mr_free(m);
-		goto oom;
+	if (m) {
+		m->type = R2CC_OBJ_MR;
+		m->mr = mr;
+		m->pd = p;
+		m->iova = iova;
+		m->access = access;
+		m->offset = offset;
+		/* Our own reference: the program may close its fd at once. */
+		m->dmabuf_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+		if (fd >= 0 && m->dmabuf_fd < 0)
+			r2cc_warn("dma-buf MR: cannot dup fd %d (%m)", fd);
+		mr_mirror(m);
 	}
 	errno = saved;
-	return mr;
-oom:
-	r2cc_err("out of memory: MR %p unprotected", (void *)mr);
-	errno = saved;
+	r2cc_obj_add(mr, m, R2CC_OBJ_MR, mr_free);
 	return mr;
 }
 
@@ -252,16 +239,12 @@ R2CC_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 R2CC_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 {
 	struct r2cc_mr *m;
-	int ret, saved;
+	int ret;
 
 	R2CC_ENTER(ibv_dereg_mr, ENOSYS, mr);
 	m = r2cc_lookup(mr, R2CC_OBJ_MR);
 	ret = r2cc_real.ibv_dereg_mr(mr);
-	if (ret || !m)
-		return ret;
-	saved = errno;
-	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)mr);
-	mr_free(m);
-	errno = saved;
+	if (!ret && m)
+		r2cc_obj_del(mr, m, mr_free);
 	return ret;
 }

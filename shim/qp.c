@@ -103,28 +103,24 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 	int saved = errno;
 
 	q = calloc(1, sizeof(*q));
-	if (!q)
-		goto oom;
-	q->type = R2CC_OBJ_QP;
-	q->qp = qp;
-	q->ctx = c;
-	q->qpn = qp->qp_num;
-	q->qp_type = type;
-	q->has_srq = has_srq;
-	q->rail = c->rail;
-	snprintf(q->dev, sizeof(q->dev), "%s",
-		 ibv_get_device_name(c->ctx->device));
-	if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)qp, q)) {
-		free(q);
-		goto oom;
+	if (q) {
+		q->type = R2CC_OBJ_QP;
+		q->qp = qp;
+		q->ctx = c;
+		q->qpn = qp->qp_num;
+		q->qp_type = type;
+		q->has_srq = has_srq;
+		q->rail = c->rail;
+		snprintf(q->dev, sizeof(q->dev), "%s",
+			 ibv_get_device_name(c->ctx->device));
 	}
+	errno = saved;
+	if (!r2cc_obj_add(qp, q, R2CC_OBJ_QP, free))
+		return qp;
 	r2cc_map_insert(&r2cc_shim.qpn, r2cc_qpn_key(c, q->qpn), q);
+	/* Only now: the builders find their recorder through the registry. */
 	if (ax && (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		record_builders(q, ax);
-	errno = saved;
-	return qp;
-oom:
-	r2cc_err("out of memory: QP %#x unprotected", qp->qp_num);
 	errno = saved;
 	return qp;
 }
@@ -201,14 +197,9 @@ R2CC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 		s->type = R2CC_OBJ_SRQ;
 		s->srq = srq;
 		s->ctx = c;
-		if (r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)srq, s)) {
-			free(s);
-			s = NULL;
-		}
 	}
-	if (!s)
-		r2cc_err("out of memory: SRQ %p not tracked", (void *)srq);
 	errno = saved;
+	r2cc_obj_add(srq, s, R2CC_OBJ_SRQ, free);
 	return srq;
 }
 
@@ -222,17 +213,13 @@ R2CC_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
 R2CC_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 {
 	struct r2cc_srq *s;
-	int ret, saved;
+	int ret;
 
 	R2CC_ENTER(ibv_destroy_srq, ENOSYS, srq);
 	s = r2cc_lookup(srq, R2CC_OBJ_SRQ);
 	ret = r2cc_real.ibv_destroy_srq(srq);
-	if (ret || !s)
-		return ret;
-	saved = errno;
-	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)srq);
-	free(s);
-	errno = saved;
+	if (!ret && s)
+		r2cc_obj_del(srq, s, free);
 	return ret;
 }
 

@@ -206,6 +206,20 @@ static inline uintptr_t r2cc_qpn_key(const struct r2cc_ctx *c, uint32_t qpn)
 	return ((uintptr_t)(c->id + 1) << 32) | qpn;
 }
 
+/* object.c */
+/**
+ * r2cc_obj_add() - register @obj, complete, for the program's @handle
+ * @handle: the program's verbs object
+ * @obj: r2cc's object for it; NULL (allocation failed) is reported
+ * @type: what it is, for the message
+ * @fin: frees @obj if it cannot be registered
+ * Return: @obj, or NULL: the handle then passes through untracked.
+ */
+void *r2cc_obj_add(const void *handle, void *obj, enum r2cc_obj_type type,
+		   void (*fin)(void *));
+/* After the real destroy succeeded: forget @handle and free @obj. */
+void r2cc_obj_del(const void *handle, void *obj, void (*fin)(void *));
+
 /* device.c */
 int r2cc_rail_of(struct ibv_device *dev);
 struct ibv_context *r2cc_rail_ctx(int rail);

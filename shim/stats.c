@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * stats.c - per-QP statistics: what the program posted and polled through
- * r2cc, written at exit to R2CC_STATS ("%p" in the path becomes the pid)
- * as one "qp key=value ..." line per QP, live or destroyed.
+ * r2cc, written at exit to R2CC_STATS ("%p" in the path becomes the pid,
+ * "%h" the host name) as one "qp key=value ..." line per QP.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -96,16 +96,23 @@ static void put_live(void *val, void *arg)
 		put_qp(q, *(int *)arg, true);
 }
 
-/* The R2CC_STATS path with "%p" replaced by the pid. */
+/* The R2CC_STATS path with "%p" replaced by the pid, "%h" by the host
+ * name (ranks of one job on a shared file system). */
 static int stats_path(char *buf, size_t size)
 {
 	const char *s = r2cc_shim.cfg.stats_file;
+	char host[64] = "unknown";
 	size_t n = 0;
 
+	gethostname(host, sizeof(host) - 1);
 	for (; *s && n + 1 < size; s++) {
-		if (s[0] == '%' && s[1] == 'p') {
-			n += (size_t)snprintf(buf + n, size - n, "%d",
-					      (int)getpid());
+		if (s[0] == '%' && (s[1] == 'p' || s[1] == 'h')) {
+			if (s[1] == 'p')
+				n += (size_t)snprintf(buf + n, size - n, "%d",
+						      (int)getpid());
+			else
+				n += (size_t)snprintf(buf + n, size - n, "%s",
+						      host);
 			s++;
 		} else {
 			buf[n++] = *s;
