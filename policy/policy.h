@@ -232,4 +232,7 @@ const char *r2cc_link_layer_name(enum r2cc_link_layer ll);
  */
 int r2cc_rail_format(const struct r2cc_rail_info *r, char *buf, size_t size);
 
+/* Rail health (health.c), in a header of its own to keep this one short. */
+#include "health.h"
+
 #endif /* R2CC_POLICY_H */

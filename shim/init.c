@@ -19,6 +19,7 @@ struct r2cc_shim_state r2cc_shim = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 };
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+__thread int r2cc_nest;
 
 /* One rail per libibverbs device that policy/ found (and R2CC_RAILS
  * allows) in sysfs, in libibverbs' order. */
@@ -38,6 +39,8 @@ static void map_rails(const struct r2cc_rail_info *ri, int nri)
 				continue;
 			r2cc_shim.dev[n].dev = r2cc_shim.devs[i];
 			r2cc_shim.dev[n].ll = ri[j].link_layer;
+			memcpy(r2cc_shim.dev[n].netdev, ri[j].netdev,
+			       sizeof(ri[j].netdev));
 			r2cc_shim.dev[n].usable = true;
 			n++;
 			break;
@@ -81,6 +84,7 @@ static int start(void)
 	map_rails(ri, nri);
 	r2cc_info("%d RDMA device(s), %d rail(s) usable", r2cc_shim.ndev,
 		  r2cc_shim.nrail);
+	r2cc_shim_health_start();
 	return 0;
 }
 
@@ -112,7 +116,11 @@ __attribute__((destructor)) static void r2cc_shim_exit(void)
 {
 	int saved = errno;
 
-	if (r2cc_shim.active && r2cc_shim.cfg.stats_file[0])
+	if (!r2cc_shim.active)
+		goto out;
+	r2cc_health_stop();
+	if (r2cc_shim.cfg.stats_file[0])
 		r2cc_stats_write();
+out:
 	errno = saved;
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "shim_int.h"
@@ -42,9 +43,15 @@ static void pd_free(void *obj)
 	struct r2cc_pd *p = obj;
 	int r;
 
-	for (r = 0; r < R2CC_MAX_RAILS; r++)
-		if (p->shadow[r] && r2cc_real.ibv_dealloc_pd(p->shadow[r]))
-			r2cc_warn("shadow PD on rail %d: dealloc failed", r);
+	for (r = 0; r < R2CC_MAX_RAILS; r++) {
+		int ret = p->shadow[r] ?
+				  r2cc_real.ibv_dealloc_pd(p->shadow[r]) :
+				  0;
+
+		if (ret)
+			r2cc_warn("shadow PD on rail %d: dealloc failed: %s", r,
+				  strerror(ret));
+	}
 	free(p);
 }
 
@@ -121,8 +128,12 @@ static void mr_unmirror(struct r2cc_mr *m)
 	int r;
 
 	for (r = 0; r < R2CC_MAX_RAILS; r++) {
-		if (m->shadow[r] && r2cc_real.ibv_dereg_mr(m->shadow[r]))
-			r2cc_warn("rail %d: shadow MR dereg failed", r);
+		int ret =
+			m->shadow[r] ? r2cc_real.ibv_dereg_mr(m->shadow[r]) : 0;
+
+		if (ret)
+			r2cc_warn("rail %d: shadow MR dereg failed: %s", r,
+				  strerror(ret));
 		m->shadow[r] = NULL;
 	}
 }

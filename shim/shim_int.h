@@ -45,6 +45,7 @@ struct r2cc_dev {
 	struct ibv_device *dev; /* borrowed: r2cc's own device list */
 	struct ibv_context *ctx; /* owned: private context, or NULL */
 	enum r2cc_link_layer ll; /* of port 1 */
+	char netdev[R2CC_IFNAMSIZ]; /* RoCE: its netdev; "" otherwise */
 	bool usable; /* selected by R2CC_RAILS and opened */
 };
 
@@ -168,29 +169,45 @@ void *r2cc_libc_sym(const char *name);
 void r2cc_shim_init(void);
 
 /*
- * Start of every exported hook: make sure r2cc is initialised; fail the
- * way the verb's contract says (@fail, errno ENOSYS) if libibverbs lacks
- * it; in passthrough, tail-call the real one.
+ * Hook nesting: libibverbs' own entry points call each other through their
+ * exported names (ibv_reg_mr calls ibv_reg_mr_iova2), which lands in our
+ * hooks again. Only the outermost hook acts; nested ones pass through.
  */
-#define R2CC_ENTER(name, fail, ...)                         \
-	do {                                                \
-		r2cc_shim_init();                           \
-		if (!r2cc_real.name) {                      \
-			errno = ENOSYS;                     \
-			return fail;                        \
-		}                                           \
-		if (!r2cc_shim.active)                      \
-			return r2cc_real.name(__VA_ARGS__); \
-	} while (0)
-#define R2CC_ENTER_VOID(name, ...)                   \
-	do {                                         \
-		r2cc_shim_init();                    \
-		if (!r2cc_real.name)                 \
-			return;                      \
-		if (!r2cc_shim.active) {             \
-			r2cc_real.name(__VA_ARGS__); \
-			return;                      \
-		}                                    \
+extern __thread int r2cc_nest;
+static inline int r2cc_enter(void)
+{
+	r2cc_shim_init();
+	return r2cc_nest++;
+}
+static inline void r2cc_leave(int *depth)
+{
+	(void)depth;
+	r2cc_nest--;
+}
+
+/*
+ * Start of every exported hook, after its declarations: make sure r2cc is
+ * initialised; fail the way the verb's contract says (@fail, errno
+ * ENOSYS) if libibverbs lacks it; in passthrough, or nested in another
+ * hook, call the real one.
+ */
+#define R2CC_ENTER(name, fail, ...)                                          \
+	int r2cc_depth_ __attribute__((cleanup(r2cc_leave))) = r2cc_enter(); \
+	if (!r2cc_real.name) {                                               \
+		errno = ENOSYS;                                              \
+		return fail;                                                 \
+	}                                                                    \
+	if (!r2cc_shim.active || r2cc_depth_)                                \
+	return r2cc_real.name(__VA_ARGS__)
+#define R2CC_ENTER_VOID(name, ...)                                           \
+	int r2cc_depth_ __attribute__((cleanup(r2cc_leave))) = r2cc_enter(); \
+	if (!r2cc_real.name)                                                 \
+		return;                                                      \
+	if (!r2cc_shim.active || r2cc_depth_) {                              \
+		r2cc_real.name(__VA_ARGS__);                                 \
+		return;                                                      \
+	}                                                                    \
+	do {                                                                 \
 	} while (0)
 
 /* Registry helpers: typed lookups, NULL for unknown or other types. */
@@ -219,6 +236,9 @@ void *r2cc_obj_add(const void *handle, void *obj, enum r2cc_obj_type type,
 		   void (*fin)(void *));
 /* After the real destroy succeeded: forget @handle and free @obj. */
 void r2cc_obj_del(const void *handle, void *obj, void (*fin)(void *));
+
+/* health.c: watch every rail (port events, carrier) once started */
+void r2cc_shim_health_start(void);
 
 /* device.c */
 int r2cc_rail_of(struct ibv_device *dev);

@@ -140,10 +140,14 @@ void r2cc_stats_write(void)
 		return;
 	}
 	dprintf(fd, "r2cc-stats 1 pid=%d\n", (int)getpid());
-	for (i = 0; i < (unsigned int)r2cc_shim.nrail; i++)
-		dprintf(fd, "rail %u dev=%s ll=%s\n", i,
-			ibv_get_device_name(r2cc_shim.dev[i].dev),
-			r2cc_link_layer_name(r2cc_shim.dev[i].ll));
+	for (i = 0; i < (unsigned int)r2cc_shim.nrail; i++) {
+		struct r2cc_health_info h = r2cc_health_get((int)i);
+
+		dprintf(fd, "rail %u dev=%s ll=%s state=%s downs=%lu ups=%lu\n",
+			i, ibv_get_device_name(r2cc_shim.dev[i].dev),
+			r2cc_link_layer_name(r2cc_shim.dev[i].ll),
+			r2cc_rail_state_name(h.state), h.downs, h.ups);
+	}
 	dprintf(fd, "mirror pds=%lu mrs=%lu failed=%lu\n",
 		atomic_load(&r2cc_shim.shadow_pds),
 		atomic_load(&r2cc_shim.shadow_mrs),

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * health.c - the shim's side of rail health: r2cc's private context on
+ * every rail hands its async events (port up/down) to policy/'s monitor,
+ * which also watches the rails' netdev carrier. Changes are logged; the
+ * failover engine will act on them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "shim_int.h"
+
+/* Drain a private context's async events (its fd is non-blocking). */
+static void on_async(int fd, void *arg)
+{
+	int rail = (int)(intptr_t)arg;
+	struct ibv_async_event ev;
+	struct ibv_context *ctx = r2cc_shim.dev[rail].ctx;
+	int n;
+
+	(void)fd;
+	for (n = 0; n < 64 && !r2cc_real.ibv_get_async_event(ctx, &ev); n++) {
+		if (ev.event_type == IBV_EVENT_PORT_ERR)
+			r2cc_health_report(rail, R2CC_RAIL_DOWN,
+					   R2CC_CAUSE_PORT_EVENT);
+		else if (ev.event_type == IBV_EVENT_PORT_ACTIVE)
+			r2cc_health_report(rail, R2CC_RAIL_UP,
+					   R2CC_CAUSE_PORT_EVENT);
+		else if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
+			r2cc_health_report(rail, R2CC_RAIL_DOWN,
+					   R2CC_CAUSE_PORT_EVENT);
+		r2cc_real.ibv_ack_async_event(&ev);
+	}
+}
+
+static void on_change(int rail, enum r2cc_rail_state state,
+		      enum r2cc_health_cause cause, void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	/* Wall-clock time, to line detection up with a fault's own log. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r2cc_info("rail %d (%s%s%s): %s (%s) at %lld.%06ld", rail,
+		  ibv_get_device_name(r2cc_shim.dev[rail].dev),
+		  r2cc_shim.dev[rail].netdev[0] ? ", " : "",
+		  r2cc_shim.dev[rail].netdev, r2cc_rail_state_name(state),
+		  r2cc_health_cause_name(cause), (long long)ts.tv_sec,
+		  ts.tv_nsec / 1000);
+}
+
+void r2cc_shim_health_start(void)
+{
+	int r, fd, ret;
+
+	for (r = 0; r < r2cc_shim.nrail; r++) {
+		struct r2cc_dev *d = &r2cc_shim.dev[r];
+		struct ibv_context *ctx;
+
+		if (r2cc_health_add_rail(r, ibv_get_device_name(d->dev),
+					 d->netdev))
+			continue;
+		ctx = r2cc_rail_ctx(r);
+		if (!ctx)
+			continue;
+		fd = ctx->async_fd;
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
+		    r2cc_health_add_fd(fd, on_async, (void *)(intptr_t)r))
+			r2cc_warn("rail %d: port events not watched", r);
+	}
+	ret = r2cc_health_start(on_change, NULL);
+	if (ret)
+		r2cc_warn("rail health monitor not started: %s",
+			  strerror(-ret));
+}

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: MIT
+# detect: the shim watches every rail while a program runs. Node b runs an
+# unmodified program under the shim on rail 1 while rail 0's carrier goes
+# down for 3 s and comes back; r2cc's log must show rail 0 down and up
+# again (carrier or port event, whichever came first), its statistics one
+# down and one up, and the program must be undisturbed. Prints the time
+# from the fault to its detection.
+# lab-timeout: 300
+
+SHIM=$BUILD/shim/libr2cc-shim.so
+LOGF=$LAB/b.r2cc.log
+ST=$LAB/b.detect.stats
+PP="ibv_rc_pingpong -d rxe1 -g 1 -n 8000 -s 1024"
+if [ "$NODE" = b ]; then
+	rm -f "$LOGF"
+	(
+		sleep 5
+		date +%s.%N > "$LAB/b.fault.down"
+		fault_carrier 0 down
+		sleep 3
+		date +%s.%N > "$LAB/b.fault.up"
+		fault_clear 0
+	) &
+	FAULT_PID=$!
+fi
+pair detect.rail1 ok 200 18515 "$PP" \
+	"LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LOGF R2CC_STATS=$ST $PP \$SERVER"
+[ "$NODE" = b ] || return 0
+wait "$FAULT_PID"
+wait_port_active 0 30 || check fail detect.port-back "rxe0 not ACTIVE again"
+
+# at SECONDS of the first "rail 0 ... STATE" line in r2cc's log
+detected() {
+	sed -n "s/.*rail 0 (rxe0, [a-z0-9]*): $1 (\([a-z ]*\)) at \([0-9.]*\).*/\2 \1/p" \
+		"$LOGF" | head -1
+}
+for st in down up; do
+	got=$(detected "$st")
+	if [ -n "$got" ] && [ -e "$LAB/b.fault.$st" ]; then
+		ms=$(awk -v d="${got%% *}" -v f="$(cat "$LAB/b.fault.$st")" \
+			'BEGIN { printf "%d", (d - f) * 1000 }')
+		check pass "detect.$st" "by ${got#* } after ${ms} ms"
+		metric "detect_${st}_ms" "$ms"
+	else
+		check fail "detect.$st" "no \`rail 0 ... $st' line in b.r2cc.log"
+	fi
+done
+grep -q '^rail 0 dev=rxe0 .* downs=1 ups=1' "$ST" &&
+	check pass detect.stats "$(grep '^rail 0' "$ST")" ||
+	check fail detect.stats "$(grep '^rail 0' "$ST" || echo "no stats")"
