@@ -28,7 +28,7 @@ static int dp_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	if (unlikely(ret))
 		stop = *bad; /* WRs before it were posted */
 	for (w = wr; w && w != stop; w = w->next)
-		r2cc_stat_wr(q, w);
+		r2cc_stat_wr(&q->st, w);
 	return ret;
 }
 

@@ -65,7 +65,7 @@ static void batch_done(struct r2cc_wr_recorder *rec, void *arg)
 	unsigned int i;
 
 	for (i = 0; i < rec->committed; i++)
-		r2cc_stat_wr(arg, &rec->wr[i]);
+		r2cc_stat_wr(&((struct r2cc_qp *)arg)->st, &rec->wr[i]);
 }
 
 struct r2cc_wr_recorder *r2cc_wr_rec_of(struct ibv_qp_ex *qpx)

@@ -18,6 +18,7 @@
 
 #include "policy.h"
 #include "registry.h"
+#include "stats_int.h"
 #include "wr_record.h"
 
 #define R2CC_EXPORT __attribute__((visibility("default")))
@@ -85,28 +86,6 @@ struct r2cc_mr {
 	int access;
 	int dmabuf_fd; /* owned dup() of a dma-buf fd, or -1 */
 	struct ibv_mr *shadow[R2CC_MAX_RAILS]; /* owned; NULL: none */
-};
-
-/* Per-QP counters. Relaxed loads and stores, no RMW: exact for one
- * posting thread per QP (the verbs norm), approximate otherwise. */
-enum r2cc_op_stat {
-	R2CC_ST_SEND,
-	R2CC_ST_SEND_IMM,
-	R2CC_ST_WRITE,
-	R2CC_ST_WRITE_IMM,
-	R2CC_ST_READ,
-	R2CC_ST_ATOMIC,
-	R2CC_ST_OTHER,
-	R2CC_ST_NR
-};
-
-struct r2cc_qp_stats {
-	_Atomic uint64_t posted[R2CC_ST_NR];
-	_Atomic uint64_t posted_recv;
-	_Atomic uint64_t bytes_posted; /* sum of send-side SGE lengths */
-	_Atomic uint64_t polled; /* completions of this QP */
-	_Atomic uint64_t polled_err;
-	_Atomic uint64_t bytes_polled; /* byte_len of receive completions */
 };
 
 struct r2cc_qp {
@@ -252,44 +231,4 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 			       const struct ibv_qp_init_attr_ex *ax);
 /* cq.c */
 struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq);
-/* stats.c */
-void r2cc_stats_retire(struct r2cc_qp *q); /* takes @q over */
-void r2cc_stats_write(void);
-
-static inline void r2cc_stat_add(_Atomic uint64_t *c, uint64_t n)
-{
-	/* Load and store, no locked RMW: see struct r2cc_qp_stats. */
-	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
-}
-
-/* Count one posted send-queue WR. */
-static inline void r2cc_stat_wr(struct r2cc_qp *q, const struct ibv_send_wr *wr)
-{
-	static const uint8_t idx[] = {
-		[IBV_WR_RDMA_WRITE] = R2CC_ST_WRITE,
-		[IBV_WR_RDMA_WRITE_WITH_IMM] = R2CC_ST_WRITE_IMM,
-		[IBV_WR_SEND] = R2CC_ST_SEND,
-		[IBV_WR_SEND_WITH_IMM] = R2CC_ST_SEND_IMM,
-		[IBV_WR_RDMA_READ] = R2CC_ST_READ,
-		[IBV_WR_ATOMIC_CMP_AND_SWP] = R2CC_ST_ATOMIC,
-		[IBV_WR_ATOMIC_FETCH_AND_ADD] = R2CC_ST_ATOMIC,
-		[IBV_WR_LOCAL_INV] = R2CC_ST_OTHER,
-		[IBV_WR_BIND_MW] = R2CC_ST_OTHER,
-		[IBV_WR_SEND_WITH_INV] = R2CC_ST_SEND,
-		[IBV_WR_TSO] = R2CC_ST_OTHER,
-		[IBV_WR_DRIVER1] = R2CC_ST_OTHER,
-	};
-	unsigned int op = wr->opcode;
-	uint64_t bytes = 0;
-	int i;
-
-	r2cc_stat_add(&q->st.posted[op < sizeof(idx) ? idx[op] : R2CC_ST_OTHER],
-		      1);
-	for (i = 0; i < wr->num_sge; i++)
-		bytes += wr->sg_list[i].length;
-	r2cc_stat_add(&q->st.bytes_posted, bytes);
-}
-
 #endif /* R2CC_SHIM_INT_H */
