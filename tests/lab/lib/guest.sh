@@ -250,7 +250,15 @@ ssh_setup() {
 	barrier ssh.up 60
 }
 
-# ssh_peer_ok [SECONDS]: a command runs on the peer over ssh.
+# ssh_peer_ok [SECONDS]: a command runs on the peer over ssh (3 tries, each
+# bounded; what ssh said goes to $LAB/$NODE.ssh_peer.out).
 ssh_peer_ok() {
-	[ "$(bounded "${1:-60}" ssh "node-$PEER" hostname 2>&1)" = "node-$PEER" ]
+	local try out
+	for try in 1 2 3; do
+		out=$(bounded "${1:-60}" ssh "node-$PEER" hostname 2>&1)
+		echo "try $try: exit $? output \`$out'" >> "$LAB/$NODE.ssh_peer.out"
+		[ "$out" = "node-$PEER" ] && return 0
+		sleep 2
+	done
+	return 1
 }
