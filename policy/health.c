@@ -53,6 +53,7 @@ static struct {
 	void *arg;
 	int nl_fd, wake_fd;
 	bool running;
+	pid_t pid; /* of the process that started the monitor */
 	pthread_t thread;
 } hs = { .lock = PTHREAD_MUTEX_INITIALIZER, .nl_fd = -1, .wake_fd = -1 };
 
@@ -307,6 +308,7 @@ int r2cc_health_start(r2cc_health_fn fn, void *arg)
 		return ret;
 	}
 	hs.running = true;
+	hs.pid = getpid();
 	return 0;
 }
 
@@ -317,6 +319,12 @@ void r2cc_health_stop(void)
 
 	if (!hs.running)
 		return;
+	if (getpid() != hs.pid) {
+		/* A forked child: the thread is the parent's, and so is the
+		 * wake fd it shares with us. Leave both alone. */
+		hs.running = false;
+		return;
+	}
 	if (write(hs.wake_fd, &one, sizeof(one)) != sizeof(one))
 		r2cc_warn("cannot wake the health monitor");
 	clock_gettime(CLOCK_REALTIME, &until);

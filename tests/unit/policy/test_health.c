@@ -11,6 +11,7 @@
 #include <linux/rtnetlink.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "policy.h"
@@ -153,4 +154,27 @@ Test(health, monitor_serves_fds_and_stops, .timeout = 10)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	cr_assert_lt(t1.tv_sec - t0.tv_sec, 3, "stop is bounded");
 	r2cc_health_stop(); /* again: harmless */
+}
+
+Test(health, forked_child_leaves_the_parents_monitor_alone, .timeout = 10)
+{
+	pid_t pid;
+	int st, i;
+
+	cr_assert_eq(pipe(pipe_fd), 0);
+	cr_assert_eq(r2cc_health_add_rail(1, "rxe1", ""), 0);
+	cr_assert_eq(r2cc_health_add_fd(pipe_fd[0], on_ready, NULL), 0);
+	cr_assert_eq(r2cc_health_start(NULL, NULL), 0);
+	pid = fork();
+	if (pid == 0) {
+		r2cc_health_stop(); /* as the child's exit would */
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	/* The parent's monitor still serves its fd. */
+	cr_assert_eq(write(pipe_fd[1], "d", 1), 1);
+	for (i = 0; i < 500 && ready_calls == 0; i++)
+		usleep(10000);
+	cr_assert_eq(ready_calls, 1);
+	r2cc_health_stop();
 }
