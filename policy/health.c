@@ -249,7 +249,10 @@ static void *monitor(void *unused)
 		for (i = 0; i < hs.nfds; i++)
 			p[n++] = (struct pollfd){ .fd = hs.fds[i].fd,
 						  .events = POLLIN };
-		if (poll(p, (nfds_t)n, 1000) < 0 && errno != EINTR)
+		/* No timeout: the thread sleeps until a source or
+		 * r2cc_health_stop() wakes it, so it costs the program
+		 * nothing while rails are quiet. */
+		if (poll(p, (nfds_t)n, -1) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents)
 			break; /* r2cc_health_stop() */

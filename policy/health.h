@@ -56,8 +56,9 @@ int r2cc_health_add_fd(int fd, void (*ready)(int fd, void *arg), void *arg);
  * r2cc_health_start() - open the rtnetlink socket and start the monitor
  * @fn: change callback (may be NULL)
  * @arg: passed to @fn
- * The thread blocks every signal and waits at most 1 s at a time. Without
- * rtnetlink it still serves the fds (one warning). Return: 0 or -errno.
+ * The thread blocks every signal and sleeps in poll() until an event or
+ * r2cc_health_stop() (eventfd) wakes it. Without rtnetlink it still
+ * serves the fds (one warning). Return: 0 or -errno.
  */
 int r2cc_health_start(r2cc_health_fn fn, void *arg);
 /* Stop the monitor: waits for it at most 2 s. Safe if never started. */

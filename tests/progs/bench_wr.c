@@ -5,6 +5,7 @@
  * callgrind --toggle-collect=bench_loop counts user instructions per WR.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,10 @@ __attribute__((noinline, noclone)) int bench_loop(struct bench *b, long n)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench_wr -d DEV [-g GIDX] -n N\n");
+	fprintf(stderr,
+		"usage: bench_wr -d DEV [-g GIDX] [-T] -n N\n"
+		"  -T  start an idle thread first, so that the process is\n"
+		"      multi-threaded as NCCL, UCX and MPI processes are\n");
 	exit(2);
 }
 
@@ -260,15 +264,34 @@ static int measure(struct res *r, long n)
 	return ret;
 }
 
+/* -T: a thread that only waits. glibc's system-call wrappers take their
+ * cancellable path in a multi-threaded process, which costs instructions
+ * around rxe's doorbell write(); -T makes runs comparable. */
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	struct res r = { 0 };
 	const char *dev = NULL;
 	int ch, gidx = 1, ret;
+	pthread_t t;
 	long n = 0;
 
-	while ((ch = getopt(argc, argv, "d:g:n:h")) != -1) {
+	while ((ch = getopt(argc, argv, "d:g:n:Th")) != -1) {
 		switch (ch) {
+		case 'T':
+			if (pthread_create(&t, NULL, idle, NULL)) {
+				perror("bench_wr: pthread_create");
+				return 1;
+			}
+			pthread_detach(t);
+			break;
 		case 'd':
 			dev = optarg;
 			break;

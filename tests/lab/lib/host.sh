@@ -98,13 +98,16 @@ lab_build_initrd() {
 	rm -rf "$stage"
 }
 
-# lab_port_base N: a base port with N consecutive free UDP ports.
+# lab_port_base N: a base port with N consecutive free UDP ports. QEMU's
+# socket netdevs are bound but unconnected UDP sockets (and set
+# SO_REUSEADDR, so a second lab could bind the same ports and steal the
+# first one's packets): list them all, -a.
 lab_port_base() {
 	local n=$1 base=${R2CC_LAB_PORT_BASE:-17100} p ok tries=0
 	while [ $tries -lt 50 ]; do
 		ok=1
 		for ((p = base; p < base + n; p++)); do
-			ss -Hun "sport = :$p" | grep -q . && { ok=0; break; }
+			ss -Huan "sport = :$p" | grep -q . && { ok=0; break; }
 		done
 		[ $ok = 1 ] && { echo "$base"; return 0; }
 		[ -n "${R2CC_LAB_PORT_BASE:-}" ] && lab_die "ports $base..$((base + n - 1)) are in use"

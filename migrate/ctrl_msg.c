@@ -1,0 +1,631 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctrl_msg.c - control message codec: each body's layout is written once
+ * and walked in both directions, frames are sealed with HMAC-SHA-256
+ * (libsodium), and senders' seqs go through a 64-entry replay window.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctrl_msg.h"
+#include "policy.h"
+
+#define MASK24 0xffffffU
+
+static const uint8_t magic[4] = { 'R', '2', 'C', 'C' };
+static const char kdf_label[] = "r2cc-ctrl-v1";
+
+_Static_assert(R2CC_CTRL_KEY_LEN == crypto_auth_hmacsha256_KEYBYTES,
+	       "key is an HMAC-SHA-256 key");
+_Static_assert(R2CC_CTRL_MAC_LEN == crypto_auth_hmacsha256_BYTES,
+	       "MAC is an HMAC-SHA-256 tag");
+_Static_assert(R2CC_CTRL_FRAME_MAX <= INT32_MAX, "lengths fit an int");
+
+static pthread_once_t sodium_once = PTHREAD_ONCE_INIT;
+static int sodium_rc; /* written once under sodium_once */
+
+static void sodium_setup(void)
+{
+	sodium_rc = sodium_init();
+}
+
+/* libsodium is initialised once; sodium_init() < 0 means it is unusable */
+static int crypto_ready(void)
+{
+	pthread_once(&sodium_once, sodium_setup);
+	return sodium_rc < 0 ? -EIO : 0;
+}
+
+/*
+ * A cursor over a body. Encoding writes the fields of a message into @out;
+ * decoding reads them from @in into the message. Any overrun (or, when
+ * decoding, a nonzero reserved byte or a count over its limit) sets @bad.
+ */
+struct cur {
+	uint8_t *out;
+	const uint8_t *in;
+	size_t off, len;
+	bool bad;
+};
+
+static void x_bytes(struct cur *c, void *v, size_t n)
+{
+	if (c->bad || c->len - c->off < n) {
+		c->bad = true;
+		return;
+	}
+	if (c->out)
+		memcpy(c->out + c->off, v, n);
+	else
+		memcpy(v, c->in + c->off, n);
+	c->off += n;
+}
+
+/* An @n-byte little-endian integer: @v goes out, the decoded one comes back */
+static uint64_t x_le(struct cur *c, uint64_t v, size_t n)
+{
+	uint8_t b[8] = { 0 };
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	x_bytes(c, b, n);
+	for (v = 0, i = 0; i < n; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
+static void x8(struct cur *c, uint8_t *v)
+{
+	*v = (uint8_t)x_le(c, *v, 1);
+}
+
+static void x16(struct cur *c, uint16_t *v)
+{
+	*v = (uint16_t)x_le(c, *v, 2);
+}
+
+static void x32(struct cur *c, uint32_t *v)
+{
+	*v = (uint32_t)x_le(c, *v, 4);
+}
+
+static void x64(struct cur *c, uint64_t *v)
+{
+	*v = x_le(c, *v, 8);
+}
+
+/* Reserved bytes: written as zeros, and must read as zeros */
+static void x_rsv(struct cur *c, size_t n)
+{
+	uint8_t z[4] = { 0 };
+
+	x_bytes(c, z, n);
+	if (z[0] | z[1] | z[2] | z[3])
+		c->bad = true;
+}
+
+static void x_count(struct cur *c, size_t n, size_t max)
+{
+	if (n > max)
+		c->bad = true;
+}
+
+static void x_addrs(struct cur *c, struct r2cc_ctrl_addr *a, uint8_t n)
+{
+	uint8_t i;
+
+	x_count(c, n, R2CC_CTRL_MAX_ADDRS);
+	for (i = 0; i < n && !c->bad; i++) {
+		x8(c, &a[i].family);
+		x8(c, &a[i].rail);
+		x16(c, &a[i].port);
+		x_bytes(c, a[i].addr, sizeof(a[i].addr));
+	}
+}
+
+static void x_qp(struct cur *c, struct r2cc_ctrl_qp_ref *q)
+{
+	x32(c, &q->qpn);
+	x_bytes(c, q->gid, sizeof(q->gid));
+}
+
+static void x_failover(struct cur *c, struct r2cc_ctrl_failover *f)
+{
+	x32(c, &f->qpn);
+	x8(c, &f->reason);
+	x8(c, &f->flags);
+	x_rsv(c, 2);
+	x32(c, &f->rq_psn);
+	x64(c, &f->recvs);
+}
+
+static void x_mr_keys(struct cur *c, struct r2cc_ctrl_msg *m)
+{
+	uint16_t i;
+
+	x16(c, &m->mr_keys.n);
+	x_rsv(c, 2);
+	x_count(c, m->mr_keys.n, R2CC_CTRL_MAX_MRS);
+	for (i = 0; i < m->mr_keys.n && !c->bad; i++) {
+		x32(c, &m->mr_keys.mr[i].rkey);
+		x32(c, &m->mr_keys.mr[i].backup_rkey);
+		x64(c, &m->mr_keys.mr[i].addr);
+		x64(c, &m->mr_keys.mr[i].len);
+	}
+}
+
+static void x_mr_inval(struct cur *c, struct r2cc_ctrl_msg *m)
+{
+	uint16_t i;
+
+	x16(c, &m->mr_inval.n);
+	x_rsv(c, 2);
+	x_count(c, m->mr_inval.n, R2CC_CTRL_MAX_MRS);
+	for (i = 0; i < m->mr_inval.n && !c->bad; i++)
+		x32(c, &m->mr_inval.rkey[i]);
+}
+
+/* The body layouts of ctrl_msg.h, in both directions; the type is known */
+static void x_body(struct cur *c, struct r2cc_ctrl_msg *m)
+{
+	switch (m->hdr.type) {
+	case R2CC_CTRL_HELLO:
+		x8(c, &m->hello.ver_min);
+		x8(c, &m->hello.ver_max);
+		x8(c, &m->hello.naddr);
+		x_rsv(c, 1);
+		x32(c, &m->hello.pid);
+		x_addrs(c, m->hello.addr, m->hello.naddr);
+		break;
+	case R2CC_CTRL_LOOKUP:
+		x_qp(c, &m->lookup);
+		break;
+	case R2CC_CTRL_LOOKUP_REPLY:
+		x_qp(c, &m->lookup_reply.what);
+		x8(c, &m->lookup_reply.found);
+		x8(c, &m->lookup_reply.naddr);
+		x_rsv(c, 2);
+		x32(c, &m->lookup_reply.pid);
+		x64(c, &m->lookup_reply.owner);
+		x_addrs(c, m->lookup_reply.addr, m->lookup_reply.naddr);
+		break;
+	case R2CC_CTRL_QP_BIND:
+		x_qp(c, &m->qp_bind.local);
+		x_qp(c, &m->qp_bind.peer);
+		x_qp(c, &m->qp_bind.backup);
+		x32(c, &m->qp_bind.psn);
+		x8(c, &m->qp_bind.rail);
+		x8(c, &m->qp_bind.mtu);
+		x_rsv(c, 2);
+		break;
+	case R2CC_CTRL_MR_KEYS:
+		x_mr_keys(c, m);
+		break;
+	case R2CC_CTRL_MR_INVALIDATE:
+		x_mr_inval(c, m);
+		break;
+	case R2CC_CTRL_FAILOVER:
+	case R2CC_CTRL_FAILOVER_ACK:
+		x_failover(c, &m->failover);
+		break;
+	case R2CC_CTRL_FAILBACK:
+		x32(c, &m->failback.qpn);
+		x8(c, &m->failback.phase);
+		x_rsv(c, 3);
+		break;
+	case R2CC_CTRL_KEEPALIVE:
+		x64(c, &m->keepalive_ns);
+		break;
+	case R2CC_CTRL_PEER_DOWN:
+		x8(c, &m->peer_down.rail);
+		x8(c, &m->peer_down.reason);
+		x_rsv(c, 2);
+		break;
+	default:
+		c->bad = true;
+	}
+}
+
+static bool rail_ok(uint8_t rail)
+{
+	return rail < R2CC_CTRL_RAIL_MAX;
+}
+
+static bool pid_ok(uint32_t pid)
+{
+	return pid && pid <= INT32_MAX;
+}
+
+static bool addrs_ok(const struct r2cc_ctrl_addr *a, uint8_t n)
+{
+	static const uint8_t zero[12];
+	uint8_t i;
+
+	if (n > R2CC_CTRL_MAX_ADDRS)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (a[i].family != 4 && a[i].family != 6)
+			return false;
+		if (a[i].family == 4 && memcmp(a[i].addr + 4, zero, 12))
+			return false;
+		if (!a[i].port ||
+		    (!rail_ok(a[i].rail) && a[i].rail != R2CC_CTRL_RAIL_MGMT))
+			return false;
+	}
+	return true;
+}
+
+static bool failover_ok(const struct r2cc_ctrl_failover *f)
+{
+	if (f->qpn > MASK24 || f->reason >= R2CC_CTRL_NREASONS ||
+	    f->flags & ~R2CC_CTRL_FO_PSN_VALID || f->rq_psn > MASK24)
+		return false;
+	return f->flags & R2CC_CTRL_FO_PSN_VALID || !f->rq_psn;
+}
+
+static bool lookup_reply_ok(const struct r2cc_ctrl_msg *m)
+{
+	const struct r2cc_ctrl_lookup_reply *r = &m->lookup_reply;
+
+	if (r->what.qpn > MASK24 || r->found > 1)
+		return false;
+	if (!r->found)
+		return !r->naddr && !r->pid && !r->owner;
+	return r->naddr && pid_ok(r->pid) && r->owner &&
+	       addrs_ok(r->addr, r->naddr);
+}
+
+/* Every range ctrl_msg.h states; the same check guards encode and decode */
+static bool body_ok(const struct r2cc_ctrl_msg *m)
+{
+	uint16_t i;
+
+	switch (m->hdr.type) {
+	case R2CC_CTRL_HELLO:
+		return m->hello.ver_min >= 1 &&
+		       m->hello.ver_min <= R2CC_CTRL_VERSION &&
+		       m->hello.ver_max >= R2CC_CTRL_VERSION &&
+		       pid_ok(m->hello.pid) &&
+		       addrs_ok(m->hello.addr, m->hello.naddr);
+	case R2CC_CTRL_LOOKUP:
+		return m->lookup.qpn <= MASK24;
+	case R2CC_CTRL_LOOKUP_REPLY:
+		return lookup_reply_ok(m);
+	case R2CC_CTRL_QP_BIND:
+		return m->qp_bind.local.qpn <= MASK24 &&
+		       m->qp_bind.peer.qpn <= MASK24 &&
+		       m->qp_bind.backup.qpn <= MASK24 &&
+		       m->qp_bind.psn <= MASK24 && rail_ok(m->qp_bind.rail) &&
+		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5;
+	case R2CC_CTRL_MR_KEYS:
+		if (m->mr_keys.n > R2CC_CTRL_MAX_MRS)
+			return false;
+		for (i = 0; i < m->mr_keys.n; i++)
+			if (m->mr_keys.mr[i].len >
+			    UINT64_MAX - m->mr_keys.mr[i].addr)
+				return false;
+		return true;
+	case R2CC_CTRL_MR_INVALIDATE:
+		return m->mr_inval.n <= R2CC_CTRL_MAX_MRS;
+	case R2CC_CTRL_FAILOVER:
+	case R2CC_CTRL_FAILOVER_ACK:
+		return failover_ok(&m->failover);
+	case R2CC_CTRL_FAILBACK:
+		return m->failback.qpn <= MASK24 &&
+		       m->failback.phase < R2CC_CTRL_FB_NPHASES;
+	case R2CC_CTRL_KEEPALIVE:
+		return true;
+	case R2CC_CTRL_PEER_DOWN:
+		return rail_ok(m->peer_down.rail) &&
+		       m->peer_down.reason < R2CC_CTRL_NREASONS;
+	default:
+		return false;
+	}
+}
+
+static bool type_ok(uint8_t type)
+{
+	return type >= R2CC_CTRL_HELLO && type < R2CC_CTRL_NTYPES;
+}
+
+static uint64_t get_le(const uint8_t *b, size_t n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | b[n];
+	return v;
+}
+
+static void put_le(uint8_t *b, uint64_t v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+int r2cc_ctrl_encode(const struct r2cc_ctrl_key *key,
+		     const struct r2cc_ctrl_msg *m, uint8_t *buf, size_t size)
+{
+	struct r2cc_ctrl_msg tmp;
+	struct cur c = { .out = buf + R2CC_CTRL_HDR_LEN };
+	size_t total;
+	int rc;
+
+	rc = crypto_ready();
+	if (rc)
+		return rc;
+	if (!type_ok(m->hdr.type) || m->hdr.flags || !m->hdr.seq || !body_ok(m))
+		return -EINVAL;
+	if (size < R2CC_CTRL_HDR_LEN + R2CC_CTRL_MAC_LEN)
+		return -ENOSPC;
+	c.len = size - R2CC_CTRL_HDR_LEN - R2CC_CTRL_MAC_LEN;
+	if (c.len > R2CC_CTRL_BODY_MAX)
+		c.len = R2CC_CTRL_BODY_MAX;
+	tmp = *m; /* x_body() stores back what it writes */
+	x_body(&c, &tmp);
+	if (c.bad)
+		return -ENOSPC;
+
+	memcpy(buf, magic, sizeof(magic));
+	buf[4] = R2CC_CTRL_VERSION;
+	buf[5] = m->hdr.type;
+	put_le(buf + 6, 0, 2);
+	put_le(buf + 8, c.off, 4);
+	put_le(buf + 12, key->job, 8);
+	put_le(buf + 20, m->hdr.sender, 8);
+	put_le(buf + 28, m->hdr.seq, 8);
+	total = R2CC_CTRL_HDR_LEN + c.off;
+	crypto_auth_hmacsha256(buf + total, buf, total, key->k);
+	return (int)(total + R2CC_CTRL_MAC_LEN);
+}
+
+int r2cc_ctrl_frame_len(const uint8_t *buf, size_t len)
+{
+	uint32_t body;
+
+	if (len &&
+	    memcmp(buf, magic, len < sizeof(magic) ? len : sizeof(magic)))
+		return -EBADMSG;
+	if (len > 4 && buf[4] != R2CC_CTRL_VERSION)
+		return -EPROTO;
+	if (len < R2CC_CTRL_HDR_LEN)
+		return -EAGAIN;
+	body = (uint32_t)get_le(buf + 8, 4);
+	if (body > R2CC_CTRL_BODY_MAX)
+		return -EMSGSIZE;
+	return (int)(R2CC_CTRL_HDR_LEN + body + R2CC_CTRL_MAC_LEN);
+}
+
+static int check_mac(const struct r2cc_ctrl_key *key, const uint8_t *buf,
+		     size_t len)
+{
+	uint8_t mac[R2CC_CTRL_MAC_LEN];
+	size_t n = len - R2CC_CTRL_MAC_LEN;
+	int rc = 0;
+
+	crypto_auth_hmacsha256(mac, buf, n, key->k);
+	if (sodium_memcmp(mac, buf + n, sizeof(mac)))
+		rc = -EACCES;
+	sodium_memzero(mac, sizeof(mac));
+	return rc;
+}
+
+int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
+		     size_t len, struct r2cc_ctrl_msg *out)
+{
+	struct cur c = { .in = buf + R2CC_CTRL_HDR_LEN };
+	int rc;
+
+	rc = crypto_ready();
+	if (rc)
+		return rc;
+	rc = r2cc_ctrl_frame_len(buf, len);
+	if (rc == -EAGAIN)
+		return -EBADMSG; /* a truncated frame */
+	if (rc < 0)
+		return rc;
+	if (len != (size_t)rc)
+		return -EBADMSG;
+	if (get_le(buf + 12, 8) != key->job)
+		return -EACCES;
+	rc = check_mac(key, buf, len);
+	if (rc)
+		return rc;
+
+	memset(out, 0, sizeof(*out));
+	out->hdr.version = buf[4];
+	out->hdr.type = buf[5];
+	out->hdr.flags = (uint16_t)get_le(buf + 6, 2);
+	out->hdr.len = (uint32_t)get_le(buf + 8, 4);
+	out->hdr.job = key->job;
+	out->hdr.sender = get_le(buf + 20, 8);
+	out->hdr.seq = get_le(buf + 28, 8);
+	if (!type_ok(out->hdr.type) || out->hdr.flags)
+		return -EPROTO;
+	if (!out->hdr.seq)
+		return -EBADMSG;
+	c.len = out->hdr.len;
+	x_body(&c, out);
+	if (c.bad || c.off != c.len || !body_ok(out))
+		return -EBADMSG;
+	return 0;
+}
+
+int r2cc_ctrl_replay_accept(struct r2cc_ctrl_replay *w, uint64_t seq)
+{
+	uint64_t d;
+
+	if (!seq)
+		return -EINVAL;
+	if (seq > w->top) {
+		d = seq - w->top;
+		w->seen = d >= 64 ? 1 : (w->seen << d) | 1;
+		w->top = seq;
+		return 0;
+	}
+	d = w->top - seq;
+	if (d >= 64)
+		return -ESTALE;
+	if (w->seen & (1ULL << d))
+		return -EALREADY;
+	w->seen |= 1ULL << d;
+	return 0;
+}
+
+void r2cc_ctrl_count(struct r2cc_ctrl_stats *st, int rc)
+{
+	switch (rc) {
+	case 0:
+		st->accepted++;
+		break;
+	case -EBADMSG:
+		st->malformed++;
+		break;
+	case -EPROTO:
+		st->unsupported++;
+		break;
+	case -EACCES:
+		st->unauthentic++;
+		break;
+	case -EMSGSIZE:
+		st->oversize++;
+		break;
+	case -EALREADY:
+		st->replayed++;
+		break;
+	case -ESTALE:
+		st->stale++;
+		break;
+	default:
+		st->other++;
+	}
+}
+
+int r2cc_ctrl_key_derive(struct r2cc_ctrl_key *key, const uint8_t *secret,
+			 size_t len, uint64_t job)
+{
+	crypto_auth_hmacsha256_state st;
+	uint8_t job_le[8];
+	int rc;
+
+	rc = crypto_ready();
+	if (rc)
+		return rc;
+	if (len < R2CC_CTRL_SECRET_MIN || len > R2CC_CTRL_SECRET_MAX)
+		return -EINVAL;
+	put_le(job_le, job, sizeof(job_le));
+	crypto_auth_hmacsha256_init(&st, secret, len);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)kdf_label,
+				      sizeof(kdf_label) - 1);
+	crypto_auth_hmacsha256_update(&st, job_le, sizeof(job_le));
+	crypto_auth_hmacsha256_final(&st, key->k);
+	sodium_memzero(&st, sizeof(st));
+	key->job = job;
+	return 0;
+}
+
+void r2cc_ctrl_key_wipe(struct r2cc_ctrl_key *key)
+{
+	sodium_memzero(key, sizeof(*key));
+}
+
+/* The secret file's type, owner and mode, with the reason logged */
+static int check_secret_file(const char *path, const struct stat *st)
+{
+	if (!S_ISREG(st->st_mode)) {
+		r2cc_err("secret file %s: not a regular file; refused", path);
+		return -EPERM;
+	}
+	if (st->st_uid != geteuid()) {
+		r2cc_err("secret file %s: owned by uid %u, not uid %u; refused",
+			 path, (unsigned int)st->st_uid,
+			 (unsigned int)geteuid());
+		return -EPERM;
+	}
+	/* 0600 or stricter, and no set-id or sticky bit */
+	if (st->st_mode & 07177) {
+		r2cc_err("secret file %s: mode %04o, must be 0600 or stricter",
+			 path, (unsigned int)(st->st_mode & 07777));
+		return -EPERM;
+	}
+	if (st->st_size < R2CC_CTRL_SECRET_MIN ||
+	    st->st_size > R2CC_CTRL_SECRET_MAX) {
+		r2cc_err("secret file %s: %lld bytes; must hold %d..%d", path,
+			 (long long)st->st_size, R2CC_CTRL_SECRET_MIN,
+			 R2CC_CTRL_SECRET_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Up to @size bytes of @fd: the count, or -errno */
+static ssize_t read_all(int fd, uint8_t *buf, size_t size)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < size) {
+		n = read(fd, buf + got, size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+int r2cc_ctrl_key_load(struct r2cc_ctrl_key *key, const char *path,
+		       uint64_t job)
+{
+	uint8_t secret[R2CC_CTRL_SECRET_MAX + 1];
+	struct stat st;
+	ssize_t n = 0;
+	int fd, rc;
+
+	/* O_NOFOLLOW: a symlink is refused; O_NONBLOCK: a FIFO cannot hang */
+	fd = open(path,
+		  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = errno == ELOOP ? -EPERM : -errno;
+		if (rc == -EPERM)
+			r2cc_err("secret file %s: a symbolic link; refused",
+				 path);
+		else
+			r2cc_err("secret file %s: %m", path);
+		return rc;
+	}
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		r2cc_err("secret file %s: %m", path);
+	} else {
+		rc = check_secret_file(path, &st);
+	}
+	if (!rc) {
+		n = read_all(fd, secret, sizeof(secret));
+		if (n < 0)
+			rc = (int)n;
+		else if (n < R2CC_CTRL_SECRET_MIN || n > R2CC_CTRL_SECRET_MAX)
+			rc = -EINVAL; /* it changed since fstat() */
+		if (rc)
+			r2cc_err("secret file %s: cannot read %d..%d bytes",
+				 path, R2CC_CTRL_SECRET_MIN,
+				 R2CC_CTRL_SECRET_MAX);
+	}
+	close(fd);
+	if (!rc)
+		rc = r2cc_ctrl_key_derive(key, secret, (size_t)n, job);
+	sodium_memzero(secret, sizeof(secret));
+	return rc;
+}

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctrl_msg.h - the shim-to-shim control message codec (DESIGN §5): framing,
+ * typed bodies, HMAC-SHA-256 with the per-job key, and a replay window.
+ * Pure logic, no I/O except r2cc_ctrl_key_load(). Locks: none (caller's).
+ */
+#ifndef R2CC_CTRL_MSG_H
+#define R2CC_CTRL_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Wire format, version 1. Integers are little-endian; GIDs and IP
+ * addresses are byte strings in network order; "rsv" bytes must be 0.
+ *   header (36): "R2CC" | version u8 | type u8 | flags u16 (0) | body len
+ *                u32 | job id u64 | sender id u64 | seq u64 (>= 1)
+ *   body (len, at most 64 KiB) | HMAC-SHA-256 (32) of header and body
+ * addr (20): family u8 (4, 6) | rail u8 (< 16, 0xff mgmt) | port u16 (> 0) |
+ *            address 16 (IPv4: 4 bytes, then 12 zero bytes)
+ * Bodies, by type:
+ *  1 HELLO:         ver_min u8 | ver_max u8 | naddr u8 | rsv u8 | pid u32 |
+ *                   naddr x addr (naddr <= 16)
+ *  2 LOOKUP:        qpn u32 | gid 16
+ *  3 LOOKUP_REPLY:  qpn u32 | gid 16 | found u8 | naddr u8 | rsv u16 |
+ *                   pid u32 | owner id u64 | naddr x addr (none if !found)
+ *  4 QP_BIND:       qpn u32 | gid 16 (local primary) | qpn u32 | gid 16
+ *                   (peer primary) | qpn u32 | gid 16 (backup) | psn u32 |
+ *                   rail u8 | mtu u8 (1..5, enum ibv_mtu) | rsv u16
+ *  5 MR_KEYS:       n u16 (<= 256) | rsv u16 | n x (rkey u32 | backup rkey
+ *                   u32 | addr u64 | len u64), addr + len no overflow
+ *  6 MR_INVALIDATE: n u16 (<= 256) | rsv u16 | n x rkey u32
+ *  7 FAILOVER,
+ *  8 FAILOVER_ACK:  qpn u32 | reason u8 | flags u8 (bit 0: rq_psn valid) |
+ *                   rsv u16 | rq_psn u32 (0 unless valid) | recvs u64
+ *  9 FAILBACK:      qpn u32 | phase u8 | rsv u8 x 3
+ * 10 KEEPALIVE:     timestamp u64
+ * 11 PEER_DOWN:     rail u8 | reason u8 | rsv u16
+ * QPNs and PSNs are 24-bit. Decoding is strict, so encode(decode(f)) == f.
+ */
+#define R2CC_CTRL_VERSION 1
+#define R2CC_CTRL_HDR_LEN 36
+#define R2CC_CTRL_MAC_LEN 32
+#define R2CC_CTRL_BODY_MAX 65536
+#define R2CC_CTRL_FRAME_MAX \
+	(R2CC_CTRL_HDR_LEN + R2CC_CTRL_BODY_MAX + R2CC_CTRL_MAC_LEN)
+#define R2CC_CTRL_MAX_ADDRS 16
+#define R2CC_CTRL_MAX_MRS 256
+#define R2CC_CTRL_RAIL_MAX 16 /* rail indices 0..15 */
+#define R2CC_CTRL_RAIL_MGMT 0xff /* the management interface */
+#define R2CC_CTRL_KEY_LEN 32
+#define R2CC_CTRL_SECRET_MIN 32
+#define R2CC_CTRL_SECRET_MAX 1024
+
+enum r2cc_ctrl_type {
+	R2CC_CTRL_HELLO = 1,
+	R2CC_CTRL_LOOKUP,
+	R2CC_CTRL_LOOKUP_REPLY,
+	R2CC_CTRL_QP_BIND,
+	R2CC_CTRL_MR_KEYS,
+	R2CC_CTRL_MR_INVALIDATE,
+	R2CC_CTRL_FAILOVER,
+	R2CC_CTRL_FAILOVER_ACK,
+	R2CC_CTRL_FAILBACK,
+	R2CC_CTRL_KEEPALIVE,
+	R2CC_CTRL_PEER_DOWN,
+	R2CC_CTRL_NTYPES,
+};
+
+/* Why a rail or QP was failed away from (FAILOVER*, PEER_DOWN) */
+enum r2cc_ctrl_reason {
+	R2CC_CTRL_WHY_PORT_EVENT, /* port/device async event */
+	R2CC_CTRL_WHY_CARRIER, /* netdev carrier down */
+	R2CC_CTRL_WHY_CQ_ERROR, /* IBV_WC_RETRY_EXC_ERR and the like */
+	R2CC_CTRL_WHY_KEEPALIVE, /* keepalive probes unanswered */
+	R2CC_CTRL_WHY_PEER, /* told by the peer */
+	R2CC_CTRL_WHY_ADMIN, /* r2cc-ctl or a fault injection */
+	R2CC_CTRL_NREASONS,
+};
+
+enum r2cc_ctrl_fb_phase {
+	R2CC_CTRL_FB_PROPOSE, /* primary healthy past the hysteresis window */
+	R2CC_CTRL_FB_DRAINED, /* backup drained: switch */
+	R2CC_CTRL_FB_DONE, /* primary carries the QP again */
+	R2CC_CTRL_FB_ABORT,
+	R2CC_CTRL_FB_NPHASES,
+};
+
+#define R2CC_CTRL_FO_PSN_VALID (1U << 0)
+
+struct r2cc_ctrl_addr {
+	uint8_t family; /* 4 or 6 */
+	uint8_t rail; /* 0..R2CC_CTRL_RAIL_MAX - 1 or R2CC_CTRL_RAIL_MGMT */
+	uint16_t port; /* host order */
+	uint8_t addr[16]; /* network order; IPv4 in the first 4 bytes */
+};
+
+struct r2cc_ctrl_hdr {
+	uint8_t version; /* decode: as received; encode: ignored */
+	uint8_t type; /* enum r2cc_ctrl_type */
+	uint16_t flags; /* none defined: 0 */
+	uint32_t len; /* body bytes; decode only */
+	uint64_t job; /* decode only: encode writes the key's */
+	uint64_t sender;
+	uint64_t seq;
+};
+
+struct r2cc_ctrl_qp_ref {
+	uint32_t qpn;
+	uint8_t gid[16];
+};
+
+struct r2cc_ctrl_mr {
+	uint32_t rkey, backup_rkey;
+	uint64_t addr, len;
+};
+
+struct r2cc_ctrl_failover { /* FAILOVER and FAILOVER_ACK */
+	uint32_t qpn; /* the sender's primary QPN */
+	uint8_t reason; /* enum r2cc_ctrl_reason */
+	uint8_t flags; /* R2CC_CTRL_FO_PSN_VALID */
+	uint32_t rq_psn; /* the sender's responder rq_psn */
+	uint64_t recvs; /* receives consumed on the QP (or its SRQ share) */
+};
+
+struct r2cc_ctrl_msg {
+	struct r2cc_ctrl_hdr hdr;
+	union {
+		struct {
+			uint8_t ver_min, ver_max, naddr;
+			uint32_t pid;
+			struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
+		} hello;
+		struct r2cc_ctrl_qp_ref lookup;
+		struct r2cc_ctrl_lookup_reply {
+			struct r2cc_ctrl_qp_ref what; /* as asked */
+			uint8_t found, naddr;
+			uint32_t pid;
+			uint64_t owner; /* the owner's sender id */
+			struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
+		} lookup_reply;
+		struct {
+			struct r2cc_ctrl_qp_ref local, peer, backup;
+			uint32_t psn; /* the backup QP's first PSN */
+			uint8_t rail, mtu;
+		} qp_bind;
+		struct {
+			uint16_t n;
+			struct r2cc_ctrl_mr mr[R2CC_CTRL_MAX_MRS];
+		} mr_keys;
+		struct {
+			uint16_t n;
+			uint32_t rkey[R2CC_CTRL_MAX_MRS];
+		} mr_inval;
+		struct r2cc_ctrl_failover failover;
+		struct {
+			uint32_t qpn;
+			uint8_t phase; /* enum r2cc_ctrl_fb_phase */
+		} failback;
+		uint64_t keepalive_ns;
+		struct {
+			uint8_t rail, reason;
+		} peer_down;
+	};
+};
+
+/* The per-job HMAC key; wipe it with r2cc_ctrl_key_wipe() */
+struct r2cc_ctrl_key {
+	uint64_t job;
+	uint8_t k[R2CC_CTRL_KEY_LEN];
+};
+
+/**
+ * r2cc_ctrl_key_derive() - the key of job @job from the shared secret
+ * @key: filled with HMAC-SHA-256(@secret, "r2cc-ctrl-v1" | @job)
+ * @secret: the job's secret, @len bytes (R2CC_CTRL_SECRET_MIN..MAX)
+ * @len: its length
+ * @job: the job id every frame carries
+ * Return: 0, -EINVAL (@len out of range) or -EIO (libsodium unusable).
+ */
+int r2cc_ctrl_key_derive(struct r2cc_ctrl_key *key, const uint8_t *secret,
+			 size_t len, uint64_t job);
+/**
+ * r2cc_ctrl_key_load() - r2cc_ctrl_key_derive() from a secret file
+ * @key: the key
+ * @path: R2CC_SECRET_FILE: a regular file (not a symlink) owned by the
+ * effective uid, mode 0600 or stricter, of 32..1024 bytes used verbatim
+ * @job: the job id
+ * Logs why a file is refused. Return: 0, -EPERM (type, owner or mode),
+ * -EINVAL (size), -EIO, or open(2)'s -errno.
+ */
+int r2cc_ctrl_key_load(struct r2cc_ctrl_key *key, const char *path,
+		       uint64_t job);
+void r2cc_ctrl_key_wipe(struct r2cc_ctrl_key *key);
+
+/**
+ * r2cc_ctrl_encode() - one authenticated frame
+ * @key: the job key; its job id goes in the header
+ * @m: the message; hdr.type, flags, sender, seq and the body are used
+ * @buf: where the frame goes
+ * @size: room in @buf (R2CC_CTRL_FRAME_MAX always suffices)
+ * Return: the frame length, -EINVAL (a field out of range) or -ENOSPC.
+ */
+int r2cc_ctrl_encode(const struct r2cc_ctrl_key *key,
+		     const struct r2cc_ctrl_msg *m, uint8_t *buf, size_t size);
+/**
+ * r2cc_ctrl_decode() - check and parse one whole frame
+ * @key: the job key
+ * @buf: the frame
+ * @len: its length, exactly r2cc_ctrl_frame_len()
+ * @out: the message (undefined on error)
+ * The magic, version and length are checked first, then the job id and
+ * MAC, and only an authenticated frame has its body parsed. Sequence
+ * numbers are the caller's: see r2cc_ctrl_replay_accept().
+ * Return: 0; -EBADMSG (malformed, truncated or trailing bytes), -EPROTO
+ * (version, type or flags unsupported), -EACCES (other job or bad MAC),
+ * -EMSGSIZE (body over 64 KiB) or -EIO.
+ */
+int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
+		     size_t len, struct r2cc_ctrl_msg *out);
+/**
+ * r2cc_ctrl_frame_len() - frame a byte stream from its first @len bytes
+ * @buf: the bytes received so far
+ * @len: how many
+ * Return: the whole frame's length once R2CC_CTRL_HDR_LEN bytes are in,
+ * -EAGAIN if more are needed, -EBADMSG (bad magic), -EPROTO (version) or
+ * -EMSGSIZE (body over 64 KiB) as soon as the bytes show it.
+ */
+int r2cc_ctrl_frame_len(const uint8_t *buf, size_t len);
+
+/* Seen seqs of one sender: top and the 63 below it (bit i: top - i) */
+struct r2cc_ctrl_replay {
+	uint64_t top; /* highest accepted seq; 0: none yet */
+	uint64_t seen;
+};
+/**
+ * r2cc_ctrl_replay_accept() - take @seq of an authenticated frame once
+ * @w: the sender's window (zero-initialised for a new sender)
+ * @seq: hdr.seq (>= 1)
+ * Keep one window per sender id; a sender restarts its seqs at 1 only
+ * under a new sender id. A seq above top moves the window (any distance:
+ * only a keyed sender can make one); 64 seqs are remembered.
+ * Return: 0 (recorded), -EALREADY (seen), -ESTALE (older than the window)
+ * or -EINVAL (seq 0).
+ */
+int r2cc_ctrl_replay_accept(struct r2cc_ctrl_replay *w, uint64_t seq);
+
+/* Frames received, by outcome; the caller owns and serialises it */
+struct r2cc_ctrl_stats {
+	uint64_t accepted;
+	uint64_t malformed; /* -EBADMSG */
+	uint64_t unsupported; /* -EPROTO */
+	uint64_t unauthentic; /* -EACCES */
+	uint64_t oversize; /* -EMSGSIZE */
+	uint64_t replayed; /* -EALREADY */
+	uint64_t stale; /* -ESTALE */
+	uint64_t other;
+};
+/* r2cc_ctrl_count() - count one frame that decode + accept ended with @rc */
+void r2cc_ctrl_count(struct r2cc_ctrl_stats *st, int rc);
+
+#endif /* R2CC_CTRL_MSG_H */

@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: MIT
+# gen-baseline: r2cc-gen (tools/gen) verifies every byte across the nodes on
+# rail 0 with no fault, and fails loudly, in bounded time, when rail 0 dies
+# under it without r2cc: carrier down on node b, then a black hole on node
+# a's egress, each hitting mid-run. That failure is the baseline that the
+# failover scenario must turn into a pass.
+# lab-timeout: 600
+
+STALL=10 # the generator's --stall-limit
+# -s 8192: messages of up to 8 packets; the emulated wire drops more of
+# long bursts, and rxe has been seen to fail a QP by itself under them.
+GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --stall-limit $STALL"
+
+# gen_line NAME: the client's summary line (empty if it printed none).
+gen_line() { grep '^r2cc-gen: role=client' "$LAB/b.$1.out" | tail -1; }
+# field LINE KEY: one key=value of a summary line.
+field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+# record NAME: the client's figures as metrics; prints the summary line.
+record() {
+	local line k
+	line=$(gen_line "$1")
+	for k in ops bytes_verified mismatches duplicates losses order_errors \
+		longest_stall_ms errors; do
+		metric "gen.$1.$k" "$(field "$line" $k | grep . || echo none)"
+	done
+	echo "$line"
+}
+
+# fault_midrun NAME CMD...: once this node's side of NAME has printed
+# progress (traffic flows), wait 3 s more and apply the fault; the time it
+# hit goes to $LAB/NAME.fault. Runs in the background (FAULT_PID).
+fault_midrun() {
+	local name=$1; shift
+	(
+		for i in $(seq 600); do
+			grep -q '^r2cc-gen: progress' "$LAB/$NODE.$name.out" \
+				2>/dev/null && break
+			sleep 0.1
+		done
+		sleep 3
+		"$@"
+		date +%s.%N > "$LAB/$name.fault"
+		log "$name: fault applied: $*"
+	) &
+	FAULT_PID=$!
+}
+
+# judge_fail NAME END SEEN: the client ended itself (summary line, non-zero
+# exit) with an error or a loss, after the fault (SEEN: its marker existed
+# when the client had ended) and within STALL + 30 s of it (END: date +%s.%N
+# then; the fault time is the faulting node's clock).
+judge_fail() {
+	local name=$1 end=$2 seen=$3 line dt why
+	line=$(record "$name")
+	why=$(sed -n 's/.*FAILED: //p' "$LAB/b.$name.out" | head -1)
+	dt=$(awk -v a="$(cat "$LAB/$name.fault" 2>/dev/null || echo 0)" \
+		-v b="$end" 'BEGIN { if (a > 0) printf "%.1f", b - a; else print "none" }')
+	metric "gen.$name.fault_to_exit_s" "$dt"
+	if [ -z "$line" ]; then
+		check fail "$name.line" "no summary line: the generator hung or crashed"
+	elif [ "$(field "$line" errors)" -gt 0 ] ||
+		[ "$(field "$line" losses)" -gt 0 ]; then
+		check pass "$name.line" "errors=$(field "$line" errors) losses=$(field "$line" losses): $why"
+	else
+		check fail "$name.line" "failed without counting an error: $line"
+	fi
+	if [ -z "$seen" ]; then
+		check fail "$name.bounded" "the client failed before the fault: $why"
+	elif awk -v d="$dt" -v l=$((STALL + 30)) 'BEGIN { exit !(d <= l) }'; then
+		check pass "$name.bounded" "failed ${dt}s after the fault"
+	else
+		check fail "$name.bounded" "${dt}s after the fault (limit $((STALL + 30))s)"
+	fi
+}
+
+# 1. No fault: everything verified, every failure counter zero.
+pair base ok 120 18600 "$GEN" "$GEN -q 4 -t 20 -i 5 \$SERVER"
+if [ "$NODE" = b ]; then
+	line=$(record base)
+	bad=0
+	for k in mismatches duplicates losses order_errors errors; do
+		[ "$(field "$line" $k)" = 0 ] || bad=1
+	done
+	if [ -n "$line" ] && [ $bad = 0 ] &&
+		[ "$(field "$line" bytes_verified)" -gt 0 ]; then
+		check pass base.line "ops=$(field "$line" ops) bytes_verified=$(field "$line" bytes_verified)"
+	else
+		check fail base.line "${line:-no summary line}"
+	fi
+fi
+
+# 2. Carrier down on node b's rail 0 mid-run: the client must fail.
+[ "$NODE" = b ] && fault_midrun carrier fault_carrier 0 down
+pair carrier fail $((STALL + 60)) 18600 "$GEN" "$GEN -t 60 -i 1 \$SERVER"
+if [ "$NODE" = b ]; then
+	end=$(date +%s.%N)
+	seen=$([ -e "$LAB/carrier.fault" ] && echo 1)
+	wait "$FAULT_PID"
+	judge_fail carrier "$end" "$seen"
+	fault_clear 0
+	wait_port_active 0 30 && check pass carrier.port-back ||
+		check fail carrier.port-back "rxe0 not ACTIVE 30s after link up"
+fi
+barrier carrier.cleared 60
+
+# 3. Black hole on node a's egress mid-run (no event): the client must fail.
+[ "$NODE" = a ] && fault_midrun blackhole fault_blackhole 0
+pair blackhole fail $((STALL + 60)) 18600 "$GEN -i 1" "$GEN -t 60 -i 1 \$SERVER"
+end=$(date +%s.%N)
+seen=$([ -e "$LAB/blackhole.fault" ] && echo 1)
+if [ "$NODE" = a ]; then
+	wait "$FAULT_PID"
+	fault_clear 0
+fi
+barrier blackhole.cleared 60
+[ "$NODE" = b ] && judge_fail blackhole "$end" "$seen"
+true

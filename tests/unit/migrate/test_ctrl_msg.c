@@ -1,0 +1,864 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_ctrl_msg.c - the control message codec: round trips of every type,
+ * every malformed, truncated, forged and replayed frame, and the key file.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctrl_msg.h"
+#include "policy.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define HDR R2CC_CTRL_HDR_LEN
+#define MAC R2CC_CTRL_MAC_LEN
+#define JOB 0x1122334455667788ULL
+
+static struct r2cc_ctrl_key key;
+static uint8_t frame[R2CC_CTRL_FRAME_MAX + 64];
+static char logged[R2CC_LOG_LINE_MAX];
+
+static void capture(enum r2cc_log_level level, const char *line, size_t len)
+{
+	(void)level;
+	(void)len;
+	snprintf(logged, sizeof(logged), "%s", line);
+}
+
+static void setup(void)
+{
+	uint8_t secret[40];
+
+	memset(secret, 0x5a, sizeof(secret));
+	cr_assert_eq(r2cc_ctrl_key_derive(&key, secret, sizeof(secret), JOB),
+		     0);
+	r2cc_log_set_fn(capture);
+}
+
+static void fill_addrs(struct r2cc_ctrl_addr *a, uint8_t n)
+{
+	uint8_t i;
+
+	for (i = 0; i < n; i++) {
+		a[i].family = i % 2 ? 6 : 4;
+		a[i].rail = i == n - 1 ? R2CC_CTRL_RAIL_MGMT : i;
+		a[i].port = (uint16_t)(7000 + i);
+		a[i].addr[0] = i % 2 ? 0xfd : 10;
+		a[i].addr[3] = (uint8_t)(i + 1);
+		if (i % 2)
+			a[i].addr[15] = 0x99;
+	}
+}
+
+static void fill_gid(uint8_t *gid, uint8_t seed)
+{
+	for (int i = 0; i < 16; i++)
+		gid[i] = (uint8_t)(seed + i);
+}
+
+/* A valid message of @type; @full fills its list to the maximum */
+static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
+{
+	uint16_t n = full ? R2CC_CTRL_MAX_MRS : 3;
+
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = type;
+	m->hdr.sender = 0x0102030405060708ULL;
+	m->hdr.seq = 42;
+	switch (type) {
+	case R2CC_CTRL_HELLO:
+		m->hello.ver_min = 1;
+		m->hello.ver_max = 3;
+		m->hello.pid = 4242;
+		m->hello.naddr = full ? R2CC_CTRL_MAX_ADDRS : 3;
+		fill_addrs(m->hello.addr, m->hello.naddr);
+		break;
+	case R2CC_CTRL_LOOKUP:
+		fill_gid(m->lookup.gid, 0x10);
+		m->lookup.qpn = 0xabcdef;
+		break;
+	case R2CC_CTRL_LOOKUP_REPLY:
+		fill_gid(m->lookup_reply.what.gid, 0x20);
+		m->lookup_reply.what.qpn = 0x11;
+		m->lookup_reply.found = 1;
+		m->lookup_reply.pid = 77;
+		m->lookup_reply.owner = 0xfeedULL << 40;
+		m->lookup_reply.naddr = full ? R2CC_CTRL_MAX_ADDRS : 2;
+		fill_addrs(m->lookup_reply.addr, m->lookup_reply.naddr);
+		break;
+	case R2CC_CTRL_QP_BIND:
+		m->qp_bind.local.qpn = 0x12;
+		fill_gid(m->qp_bind.local.gid, 0x30);
+		m->qp_bind.peer.qpn = 0xffffff;
+		fill_gid(m->qp_bind.peer.gid, 0x40);
+		m->qp_bind.backup.qpn = 0x345;
+		fill_gid(m->qp_bind.backup.gid, 0x50);
+		m->qp_bind.psn = 0xfffffe;
+		m->qp_bind.rail = 15;
+		m->qp_bind.mtu = 5;
+		break;
+	case R2CC_CTRL_MR_KEYS:
+		m->mr_keys.n = n;
+		for (uint16_t i = 0; i < n; i++) {
+			m->mr_keys.mr[i].rkey = 0x1000u + i;
+			m->mr_keys.mr[i].backup_rkey = 0x80000000u | i;
+			m->mr_keys.mr[i].addr = 0x7f0000000000ULL + i * 4096u;
+			m->mr_keys.mr[i].len =
+				i ? 4096u * i :
+				    UINT64_MAX - m->mr_keys.mr[0].addr;
+		}
+		break;
+	case R2CC_CTRL_MR_INVALIDATE:
+		m->mr_inval.n = n;
+		for (uint16_t i = 0; i < n; i++)
+			m->mr_inval.rkey[i] = 0xdead0000u | i;
+		break;
+	case R2CC_CTRL_FAILOVER:
+	case R2CC_CTRL_FAILOVER_ACK:
+		m->failover.qpn = 0x1234;
+		m->failover.reason = R2CC_CTRL_WHY_ADMIN;
+		m->failover.flags = R2CC_CTRL_FO_PSN_VALID;
+		m->failover.rq_psn = 0xabcdef;
+		m->failover.recvs = 1ULL << 40;
+		break;
+	case R2CC_CTRL_FAILBACK:
+		m->failback.qpn = 0x777;
+		m->failback.phase = R2CC_CTRL_FB_ABORT;
+		break;
+	case R2CC_CTRL_KEEPALIVE:
+		m->keepalive_ns = 0x0123456789abcdefULL;
+		break;
+	case R2CC_CTRL_PEER_DOWN:
+		m->peer_down.rail = 3;
+		m->peer_down.reason = R2CC_CTRL_WHY_CARRIER;
+		break;
+	}
+}
+
+/* Encode a sample into frame[]: its length */
+static size_t enc(uint8_t type, bool full)
+{
+	struct r2cc_ctrl_msg m;
+	int n;
+
+	sample(type, full, &m);
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_gt(n, 0, "encode type %u: %d", type, n);
+	return (size_t)n;
+}
+
+/* Recompute the MAC of a frame of @len bytes, as a keyed sender would */
+static void reseal(uint8_t *f, size_t len)
+{
+	crypto_auth_hmacsha256(f + len - MAC, f, len - MAC, key.k);
+}
+
+static void put_le(uint8_t *b, uint64_t v, size_t width)
+{
+	for (size_t i = 0; i < width; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Decode @len bytes from an exactly sized heap copy, so ASan sees overreads */
+static int dec(const uint8_t *f, size_t len, struct r2cc_ctrl_msg *m)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	int rc;
+
+	cr_assert_not_null(copy);
+	memcpy(copy, f, len);
+	rc = r2cc_ctrl_decode(&key, copy, len, m);
+	free(copy);
+	return rc;
+}
+
+struct rt_case {
+	uint8_t type;
+	bool full;
+	uint32_t body; /* the body length ctrl_msg.h documents */
+};
+
+ParameterizedTestParameters(ctrl_msg, round_trip)
+{
+	static struct rt_case cases[] = {
+		{ R2CC_CTRL_HELLO, false, 8 + 3 * 20 },
+		{ R2CC_CTRL_HELLO, true, 8 + 16 * 20 },
+		{ R2CC_CTRL_LOOKUP, false, 20 },
+		{ R2CC_CTRL_LOOKUP_REPLY, false, 36 + 2 * 20 },
+		{ R2CC_CTRL_LOOKUP_REPLY, true, 36 + 16 * 20 },
+		{ R2CC_CTRL_QP_BIND, false, 68 },
+		{ R2CC_CTRL_MR_KEYS, false, 4 + 3 * 24 },
+		{ R2CC_CTRL_MR_KEYS, true, 4 + 256 * 24 },
+		{ R2CC_CTRL_MR_INVALIDATE, false, 4 + 3 * 4 },
+		{ R2CC_CTRL_MR_INVALIDATE, true, 4 + 256 * 4 },
+		{ R2CC_CTRL_FAILOVER, false, 20 },
+		{ R2CC_CTRL_FAILOVER_ACK, false, 20 },
+		{ R2CC_CTRL_FAILBACK, false, 8 },
+		{ R2CC_CTRL_KEEPALIVE, false, 8 },
+		{ R2CC_CTRL_PEER_DOWN, false, 4 },
+	};
+
+	return cr_make_param_array(struct rt_case, cases, ARRAY_SIZE(cases));
+}
+
+ParameterizedTest(struct rt_case *c, ctrl_msg, round_trip, .init = setup,
+		  .timeout = 5)
+{
+	static uint8_t again[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_msg want, got;
+	size_t len = enc(c->type, c->full);
+
+	cr_assert_eq(len, HDR + c->body + MAC, "type %u: %zu bytes", c->type,
+		     len);
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, len), (int)len);
+	cr_assert_eq(dec(frame, len, &got), 0);
+	sample(c->type, c->full, &want);
+	want.hdr.version = R2CC_CTRL_VERSION;
+	want.hdr.len = c->body;
+	want.hdr.job = JOB;
+	cr_assert_eq(memcmp(&got, &want, sizeof(got)), 0, "type %u", c->type);
+	/* strict decoding: the encoding of what decodes is the frame itself */
+	cr_assert_eq(r2cc_ctrl_encode(&key, &got, again, sizeof(again)),
+		     (int)len);
+	cr_assert_eq(memcmp(again, frame, len), 0);
+}
+
+Test(ctrl_msg, header_is_little_endian, .init = setup, .timeout = 5)
+{
+	static const uint8_t want[HDR + 8] = {
+		'R',  '2',  'C',  'C',	1,    R2CC_CTRL_KEEPALIVE,
+		0,    0, /* */
+		8,    0,    0,	  0, /* body length */
+		0x88, 0x77, 0x66, 0x55, 0x44, 0x33,
+		0x22, 0x11, /* job */
+		8,    7,    6,	  5,	4,    3,
+		2,    1, /* sender */
+		42,   0,    0,	  0,	0,    0,
+		0,    0, /* seq */
+		0xef, 0xcd, 0xab, 0x89, 0x67, 0x45,
+		0x23, 0x01, /* timestamp */
+	};
+	uint8_t mac[MAC];
+
+	cr_assert_eq(enc(R2CC_CTRL_KEEPALIVE, false), sizeof(want) + MAC);
+	cr_assert_eq(memcmp(frame, want, sizeof(want)), 0);
+	crypto_auth_hmacsha256(mac, want, sizeof(want), key.k);
+	cr_assert_eq(memcmp(frame + sizeof(want), mac, MAC), 0);
+}
+
+Test(ctrl_msg, lookup_reply_not_found, .init = setup, .timeout = 5)
+{
+	struct r2cc_ctrl_msg m, got;
+	int n;
+
+	sample(R2CC_CTRL_LOOKUP_REPLY, false, &m);
+	m.lookup_reply.found = 0;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, sizeof(frame)), -EINVAL,
+		     "addresses of nobody");
+	m.lookup_reply.naddr = 0;
+	m.lookup_reply.pid = 0;
+	m.lookup_reply.owner = 0;
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_eq(n, HDR + 36 + MAC);
+	cr_assert_eq(dec(frame, (size_t)n, &got), 0);
+	cr_assert_eq(got.lookup_reply.found, 0);
+	cr_assert_eq(got.lookup_reply.what.qpn, 0x11);
+}
+
+ParameterizedTestParameters(ctrl_msg, truncated_everywhere)
+{
+	static struct rt_case cases[] = {
+		{ R2CC_CTRL_HELLO, true, 0 },
+		{ R2CC_CTRL_LOOKUP_REPLY, true, 0 },
+		{ R2CC_CTRL_QP_BIND, false, 0 },
+		{ R2CC_CTRL_MR_KEYS, true, 0 },
+		{ R2CC_CTRL_MR_INVALIDATE, false, 0 },
+		{ R2CC_CTRL_FAILOVER, false, 0 },
+		{ R2CC_CTRL_PEER_DOWN, false, 0 },
+	};
+
+	return cr_make_param_array(struct rt_case, cases, ARRAY_SIZE(cases));
+}
+
+ParameterizedTest(struct rt_case *c, ctrl_msg, truncated_everywhere,
+		  .init = setup, .timeout = 5)
+{
+	struct r2cc_ctrl_msg m;
+	size_t len = enc(c->type, c->full);
+
+	for (size_t i = 0; i < len; i++) {
+		cr_assert_eq(dec(frame, i, &m), -EBADMSG, "cut at %zu", i);
+		cr_assert_eq(r2cc_ctrl_frame_len(frame, i),
+			     i < HDR ? -EAGAIN : (int)len, "peek %zu", i);
+	}
+	/* and trailing bytes after the MAC */
+	cr_assert_eq(dec(frame, len + 1, &m), -EBADMSG);
+}
+
+/* Bytes patched into an encoded frame (then resealed) and the verdict */
+struct patch_case {
+	char what[24];
+	uint8_t type;
+	uint32_t off; /* from the frame's start */
+	uint8_t width;
+	uint64_t val;
+	int want;
+};
+
+#define B(x) (HDR + (x)) /* an offset into the body */
+
+ParameterizedTestParameters(ctrl_msg, patched)
+{
+	static struct patch_case cases[] = {
+		{ "magic", R2CC_CTRL_PEER_DOWN, 0, 1, 'r', -EBADMSG },
+		{ "magic 4", R2CC_CTRL_PEER_DOWN, 3, 1, 'X', -EBADMSG },
+		{ "version 0", R2CC_CTRL_PEER_DOWN, 4, 1, 0, -EPROTO },
+		{ "version 2", R2CC_CTRL_PEER_DOWN, 4, 1, 2, -EPROTO },
+		{ "version 255", R2CC_CTRL_PEER_DOWN, 4, 1, 255, -EPROTO },
+		{ "type 0", R2CC_CTRL_PEER_DOWN, 5, 1, 0, -EPROTO },
+		{ "type 12", R2CC_CTRL_PEER_DOWN, 5, 1, 12, -EPROTO },
+		{ "type 255", R2CC_CTRL_PEER_DOWN, 5, 1, 255, -EPROTO },
+		{ "type, other body", R2CC_CTRL_PEER_DOWN, 5, 1,
+		  R2CC_CTRL_KEEPALIVE, -EBADMSG },
+		{ "flags", R2CC_CTRL_PEER_DOWN, 6, 2, 1, -EPROTO },
+		{ "flags high", R2CC_CTRL_PEER_DOWN, 6, 2, 0x8000, -EPROTO },
+		{ "len 64K+1", R2CC_CTRL_PEER_DOWN, 8, 4, 65537, -EMSGSIZE },
+		{ "len max", R2CC_CTRL_PEER_DOWN, 8, 4, UINT32_MAX, -EMSGSIZE },
+		{ "job", R2CC_CTRL_PEER_DOWN, 12, 8, JOB + 1, -EACCES },
+		{ "seq 0", R2CC_CTRL_PEER_DOWN, 28, 8, 0, -EBADMSG },
+		{ "hello ver_min 0", R2CC_CTRL_HELLO, B(0), 1, 0, -EBADMSG },
+		{ "hello ver_min 2", R2CC_CTRL_HELLO, B(0), 1, 2, -EBADMSG },
+		{ "hello ver_max 0", R2CC_CTRL_HELLO, B(1), 1, 0, -EBADMSG },
+		{ "hello naddr 17", R2CC_CTRL_HELLO, B(2), 1, 17, -EBADMSG },
+		{ "hello naddr 255", R2CC_CTRL_HELLO, B(2), 1, 255, -EBADMSG },
+		{ "hello naddr +1", R2CC_CTRL_HELLO, B(2), 1, 4, -EBADMSG },
+		{ "hello naddr -1", R2CC_CTRL_HELLO, B(2), 1, 2, -EBADMSG },
+		{ "hello rsv", R2CC_CTRL_HELLO, B(3), 1, 1, -EBADMSG },
+		{ "hello pid 0", R2CC_CTRL_HELLO, B(4), 4, 0, -EBADMSG },
+		{ "hello pid 2^31", R2CC_CTRL_HELLO, B(4), 4, 1U << 31,
+		  -EBADMSG },
+		{ "addr family 5", R2CC_CTRL_HELLO, B(8), 1, 5, -EBADMSG },
+		{ "addr family 0", R2CC_CTRL_HELLO, B(8), 1, 0, -EBADMSG },
+		{ "addr rail 16", R2CC_CTRL_HELLO, B(9), 1, 16, -EBADMSG },
+		{ "addr rail 254", R2CC_CTRL_HELLO, B(9), 1, 254, -EBADMSG },
+		{ "addr port 0", R2CC_CTRL_HELLO, B(10), 2, 0, -EBADMSG },
+		{ "addr v4 tail", R2CC_CTRL_HELLO, B(12 + 4), 1, 1, -EBADMSG },
+		{ "addr v4 end", R2CC_CTRL_HELLO, B(12 + 15), 1, 1, -EBADMSG },
+		{ "lookup qpn", R2CC_CTRL_LOOKUP, B(0), 4, 1U << 24, -EBADMSG },
+		{ "reply qpn", R2CC_CTRL_LOOKUP_REPLY, B(0), 4, 1U << 24,
+		  -EBADMSG },
+		{ "reply found 2", R2CC_CTRL_LOOKUP_REPLY, B(20), 1, 2,
+		  -EBADMSG },
+		{ "reply found 0", R2CC_CTRL_LOOKUP_REPLY, B(20), 1, 0,
+		  -EBADMSG },
+		{ "reply naddr 0", R2CC_CTRL_LOOKUP_REPLY, B(21), 1, 0,
+		  -EBADMSG },
+		{ "reply naddr 17", R2CC_CTRL_LOOKUP_REPLY, B(21), 1, 17,
+		  -EBADMSG },
+		{ "reply rsv", R2CC_CTRL_LOOKUP_REPLY, B(23), 1, 1, -EBADMSG },
+		{ "reply pid 0", R2CC_CTRL_LOOKUP_REPLY, B(24), 4, 0,
+		  -EBADMSG },
+		{ "reply owner 0", R2CC_CTRL_LOOKUP_REPLY, B(28), 8, 0,
+		  -EBADMSG },
+		{ "bind local qpn", R2CC_CTRL_QP_BIND, B(0), 4, 1U << 24,
+		  -EBADMSG },
+		{ "bind peer qpn", R2CC_CTRL_QP_BIND, B(20), 4, UINT32_MAX,
+		  -EBADMSG },
+		{ "bind backup qpn", R2CC_CTRL_QP_BIND, B(40), 4, 1U << 24,
+		  -EBADMSG },
+		{ "bind psn", R2CC_CTRL_QP_BIND, B(60), 4, 1U << 24, -EBADMSG },
+		{ "bind rail 16", R2CC_CTRL_QP_BIND, B(64), 1, 16, -EBADMSG },
+		{ "bind rail mgmt", R2CC_CTRL_QP_BIND, B(64), 1,
+		  R2CC_CTRL_RAIL_MGMT, -EBADMSG },
+		{ "bind mtu 0", R2CC_CTRL_QP_BIND, B(65), 1, 0, -EBADMSG },
+		{ "bind mtu 6", R2CC_CTRL_QP_BIND, B(65), 1, 6, -EBADMSG },
+		{ "bind rsv", R2CC_CTRL_QP_BIND, B(67), 1, 0x80, -EBADMSG },
+		{ "mr n 257", R2CC_CTRL_MR_KEYS, B(0), 2, 257, -EBADMSG },
+		{ "mr n 65535", R2CC_CTRL_MR_KEYS, B(0), 2, 65535, -EBADMSG },
+		{ "mr n +1", R2CC_CTRL_MR_KEYS, B(0), 2, 4, -EBADMSG },
+		{ "mr n -1", R2CC_CTRL_MR_KEYS, B(0), 2, 2, -EBADMSG },
+		{ "mr rsv", R2CC_CTRL_MR_KEYS, B(2), 2, 1, -EBADMSG },
+		{ "mr addr+len wraps", R2CC_CTRL_MR_KEYS, B(4 + 16), 8,
+		  UINT64_MAX, -EBADMSG },
+		{ "inval n 257", R2CC_CTRL_MR_INVALIDATE, B(0), 2, 257,
+		  -EBADMSG },
+		{ "inval n +1", R2CC_CTRL_MR_INVALIDATE, B(0), 2, 4, -EBADMSG },
+		{ "inval n -1", R2CC_CTRL_MR_INVALIDATE, B(0), 2, 2, -EBADMSG },
+		{ "inval rsv", R2CC_CTRL_MR_INVALIDATE, B(3), 1, 1, -EBADMSG },
+		{ "fo qpn", R2CC_CTRL_FAILOVER, B(0), 4, 1U << 24, -EBADMSG },
+		{ "fo reason", R2CC_CTRL_FAILOVER, B(4), 1, R2CC_CTRL_NREASONS,
+		  -EBADMSG },
+		{ "fo flags", R2CC_CTRL_FAILOVER, B(5), 1, 3, -EBADMSG },
+		{ "fo psn not valid", R2CC_CTRL_FAILOVER, B(5), 1, 0,
+		  -EBADMSG },
+		{ "fo rsv", R2CC_CTRL_FAILOVER, B(6), 2, 1, -EBADMSG },
+		{ "fo psn", R2CC_CTRL_FAILOVER, B(8), 4, 1U << 24, -EBADMSG },
+		{ "ack reason", R2CC_CTRL_FAILOVER_ACK, B(4), 1, 200,
+		  -EBADMSG },
+		{ "fb qpn", R2CC_CTRL_FAILBACK, B(0), 4, UINT32_MAX, -EBADMSG },
+		{ "fb phase", R2CC_CTRL_FAILBACK, B(4), 1, R2CC_CTRL_FB_NPHASES,
+		  -EBADMSG },
+		{ "fb rsv", R2CC_CTRL_FAILBACK, B(7), 1, 1, -EBADMSG },
+		{ "down rail", R2CC_CTRL_PEER_DOWN, B(0), 1, 16, -EBADMSG },
+		{ "down reason", R2CC_CTRL_PEER_DOWN, B(1), 1,
+		  R2CC_CTRL_NREASONS, -EBADMSG },
+		{ "down rsv", R2CC_CTRL_PEER_DOWN, B(2), 2, 0x100, -EBADMSG },
+	};
+
+	return cr_make_param_array(struct patch_case, cases, ARRAY_SIZE(cases));
+}
+
+ParameterizedTest(struct patch_case *c, ctrl_msg, patched, .init = setup,
+		  .timeout = 5)
+{
+	struct r2cc_ctrl_msg m;
+	size_t len = enc(c->type, false);
+
+	put_le(frame + c->off, c->val, c->width);
+	reseal(frame, len);
+	cr_assert_eq(dec(frame, len, &m), c->want, "%s: %d, want %d", c->what,
+		     dec(frame, len, &m), c->want);
+}
+
+/* The length field, with the frame grown or cut to match, then resealed */
+struct len_case {
+	int delta; /* body bytes added (zeros) or removed */
+	int want;
+};
+
+ParameterizedTestParameters(ctrl_msg, body_len)
+{
+	static struct len_case cases[] = {
+		{ -1, -EBADMSG },	 { -4, -EBADMSG },
+		{ 1, -EBADMSG },	 { 8, -EBADMSG },
+		{ 65536 - 4, -EBADMSG }, { 65536 - 3, -EMSGSIZE },
+	};
+
+	return cr_make_param_array(struct len_case, cases, ARRAY_SIZE(cases));
+}
+
+ParameterizedTest(struct len_case *c, ctrl_msg, body_len, .init = setup,
+		  .timeout = 5)
+{
+	struct r2cc_ctrl_msg m;
+	size_t len = enc(R2CC_CTRL_PEER_DOWN, false);
+	uint32_t body = (uint32_t)(4 + c->delta);
+
+	memset(frame + HDR + 4, 0, sizeof(frame) - HDR - 4);
+	put_le(frame + 8, body, 4);
+	len = HDR + body + MAC;
+	if (c->want == -EMSGSIZE) {
+		cr_assert_eq(r2cc_ctrl_frame_len(frame, HDR), -EMSGSIZE);
+		return;
+	}
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, HDR), (int)len);
+	reseal(frame, len);
+	cr_assert_eq(dec(frame, len, &m), c->want, "delta %d", c->delta);
+}
+
+Test(ctrl_msg, flipped_bits, .init = setup, .timeout = 5)
+{
+	static const uint8_t types[] = { R2CC_CTRL_HELLO, R2CC_CTRL_QP_BIND,
+					 R2CC_CTRL_MR_INVALIDATE,
+					 R2CC_CTRL_KEEPALIVE };
+	struct r2cc_ctrl_msg m;
+
+	for (size_t t = 0; t < ARRAY_SIZE(types); t++) {
+		size_t len = enc(types[t], false);
+
+		for (size_t bit = 0; bit < len * 8; bit++) {
+			size_t at = bit / 8;
+			int rc;
+
+			frame[at] ^= (uint8_t)(1U << (bit % 8));
+			rc = dec(frame, len, &m);
+			frame[at] ^= (uint8_t)(1U << (bit % 8));
+			if (at < 4)
+				cr_assert_eq(rc, -EBADMSG, "magic bit %zu",
+					     bit);
+			else if (at == 4)
+				cr_assert_eq(rc, -EPROTO, "version bit %zu",
+					     bit);
+			else if (at >= 8 && at < 12)
+				cr_assert(rc == -EBADMSG || rc == -EMSGSIZE,
+					  "length bit %zu: %d", bit, rc);
+			else
+				cr_assert_eq(rc, -EACCES, "type %u bit %zu: %d",
+					     types[t], bit, rc);
+		}
+		cr_assert_eq(dec(frame, len, &m), 0);
+	}
+}
+
+Test(ctrl_msg, wrong_key, .init = setup, .timeout = 5)
+{
+	struct r2cc_ctrl_key other;
+	struct r2cc_ctrl_msg m;
+	uint8_t secret[40];
+	size_t len = enc(R2CC_CTRL_MR_KEYS, true);
+
+	memset(secret, 0x5a, sizeof(secret));
+	secret[39] ^= 1;
+	cr_assert_eq(r2cc_ctrl_key_derive(&other, secret, 40, JOB), 0);
+	cr_assert_eq(r2cc_ctrl_decode(&other, frame, len, &m), -EACCES);
+	secret[39] ^= 1;
+	cr_assert_eq(r2cc_ctrl_key_derive(&other, secret, 40, JOB + 1), 0);
+	cr_assert_eq(r2cc_ctrl_decode(&other, frame, len, &m), -EACCES,
+		     "another job");
+	other.job = JOB; /* right job id, that job's key not held */
+	cr_assert_eq(r2cc_ctrl_decode(&other, frame, len, &m), -EACCES);
+	cr_assert_eq(dec(frame, len, &m), 0);
+}
+
+Test(ctrl_msg, encode_checks, .init = setup, .timeout = 5)
+{
+	struct r2cc_ctrl_msg m;
+	size_t len = enc(R2CC_CTRL_HELLO, true);
+
+	sample(R2CC_CTRL_HELLO, true, &m);
+	for (size_t size = 0; size < len; size++)
+		cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, size), -ENOSPC,
+			     "size %zu", size);
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, len), (int)len);
+	m.hdr.seq = 0;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, len), -EINVAL);
+	m.hdr.seq = 1;
+	m.hdr.flags = 1;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, len), -EINVAL);
+	m.hdr.flags = 0;
+	m.hdr.type = R2CC_CTRL_NTYPES;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, len), -EINVAL);
+	m.hdr.type = 0;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, len), -EINVAL);
+	sample(R2CC_CTRL_HELLO, true, &m);
+	m.hello.naddr = R2CC_CTRL_MAX_ADDRS + 1;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, len), -EINVAL);
+	sample(R2CC_CTRL_MR_KEYS, true, &m);
+	m.mr_keys.n = R2CC_CTRL_MAX_MRS + 1;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, sizeof(frame)), -EINVAL);
+	sample(R2CC_CTRL_MR_KEYS, false, &m);
+	m.mr_keys.mr[2].len = UINT64_MAX;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, sizeof(frame)), -EINVAL);
+	sample(R2CC_CTRL_FAILOVER, false, &m);
+	m.failover.flags = 0;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, sizeof(frame)), -EINVAL,
+		     "an rq_psn marked invalid");
+	sample(R2CC_CTRL_QP_BIND, false, &m);
+	m.qp_bind.mtu = 6;
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, sizeof(frame)), -EINVAL);
+}
+
+Test(ctrl_msg, frame_len_partial, .init = setup, .timeout = 5)
+{
+	static const uint8_t bad[] = { 'R', '2', 'X' };
+	static const uint8_t v2[] = { 'R', '2', 'C', 'C', 2 };
+	size_t len = enc(R2CC_CTRL_LOOKUP, false);
+
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, 0), -EAGAIN);
+	for (size_t i = 1; i < HDR; i++)
+		cr_assert_eq(r2cc_ctrl_frame_len(frame, i), -EAGAIN);
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, HDR), (int)len);
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, len + 100), (int)len);
+	cr_assert_eq(r2cc_ctrl_frame_len(bad, 2), -EAGAIN);
+	cr_assert_eq(r2cc_ctrl_frame_len(bad, 3), -EBADMSG, "early");
+	cr_assert_eq(r2cc_ctrl_frame_len(v2, 4), -EAGAIN);
+	cr_assert_eq(r2cc_ctrl_frame_len(v2, 5), -EPROTO, "early");
+	put_le(frame + 8, R2CC_CTRL_BODY_MAX, 4);
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, HDR), R2CC_CTRL_FRAME_MAX);
+	put_le(frame + 8, R2CC_CTRL_BODY_MAX + 1, 4);
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, HDR), -EMSGSIZE);
+	cr_assert_eq(r2cc_ctrl_frame_len(frame, 11), -EAGAIN,
+		     "the whole header first");
+}
+
+/* Replay window: a script of seqs and what each gets */
+struct replay_step {
+	uint64_t seq;
+	int want;
+};
+
+struct replay_case {
+	char what[24];
+	struct replay_step s[10];
+};
+
+#define TOP UINT64_MAX
+
+ParameterizedTestParameters(ctrl_msg, replay)
+{
+	static struct replay_case cases[] = {
+		{ "duplicate",
+		  { { 1, 0 },
+		    { 1, -EALREADY },
+		    { 2, 0 },
+		    { 2, -EALREADY },
+		    { 1, -EALREADY } } },
+		{ "reordered",
+		  { { 5, 0 },
+		    { 3, 0 },
+		    { 4, 0 },
+		    { 3, -EALREADY },
+		    { 1, 0 },
+		    { 2, 0 },
+		    { 5, -EALREADY } } },
+		{ "old",
+		  { { 100, 0 },
+		    { 37, 0 },
+		    { 36, -ESTALE },
+		    { 1, -ESTALE },
+		    { 37, -EALREADY },
+		    { 101, 0 },
+		    { 37, -ESTALE },
+		    { 38, 0 } } },
+		{ "far future",
+		  { { 1, 0 },
+		    { 1000000, 0 },
+		    { 2, -ESTALE },
+		    { 999937, 0 },
+		    { 999936, -ESTALE },
+		    { 1000000, -EALREADY },
+		    { 1000001, 0 } } },
+		{ "slide by 63, 64",
+		  { { 10, 0 },
+		    { 73, 0 },
+		    { 10, -EALREADY },
+		    { 137, 0 },
+		    { 73, -ESTALE },
+		    { 74, 0 },
+		    { 74, -EALREADY } } },
+		{ "first is huge",
+		  { { TOP - 1, 0 }, { 5, -ESTALE }, { TOP - 2, 0 } } },
+		/* seqs are 64-bit and never wrap: UINT64_MAX is the last */
+		{ "wrap",
+		  { { TOP - 64, 0 },
+		    { TOP, 0 },
+		    { TOP, -EALREADY },
+		    { TOP - 63, 0 },
+		    { TOP - 64, -ESTALE },
+		    { 0, -EINVAL },
+		    { 1, -ESTALE } } },
+		{ "seq 0", { { 0, -EINVAL }, { 1, 0 }, { 0, -EINVAL } } },
+	};
+
+	return cr_make_param_array(struct replay_case, cases,
+				   ARRAY_SIZE(cases));
+}
+
+ParameterizedTest(struct replay_case *c, ctrl_msg, replay, .timeout = 5)
+{
+	struct r2cc_ctrl_replay w = { 0 };
+
+	for (size_t i = 0;
+	     i < ARRAY_SIZE(c->s) && (c->s[i].seq || c->s[i].want); i++)
+		cr_assert_eq(r2cc_ctrl_replay_accept(&w, c->s[i].seq),
+			     c->s[i].want, "%s: step %zu seq %#llx", c->what, i,
+			     (unsigned long long)c->s[i].seq);
+}
+
+Test(ctrl_msg, replay_every_seq_once, .timeout = 5)
+{
+	struct r2cc_ctrl_replay w = { 0 };
+
+	/* in 64-blocks, each block in reverse: all accepted, then none */
+	for (uint64_t b = 0; b < 16; b++)
+		for (uint64_t s = 64; s >= 1; s--)
+			cr_assert_eq(r2cc_ctrl_replay_accept(&w, b * 64 + s),
+				     0);
+	for (uint64_t s = 1; s <= 16 * 64; s++)
+		cr_assert_lt(r2cc_ctrl_replay_accept(&w, s), 0);
+}
+
+Test(ctrl_msg, count, .timeout = 5)
+{
+	static const int rcs[] = { 0,	    0,	     -EBADMSG,	-EPROTO,
+				   -EACCES, -EACCES, -EMSGSIZE, -EALREADY,
+				   -ESTALE, -EIO };
+	struct r2cc_ctrl_stats st = { 0 };
+
+	for (size_t i = 0; i < ARRAY_SIZE(rcs); i++)
+		r2cc_ctrl_count(&st, rcs[i]);
+	cr_assert_eq(st.accepted, 2);
+	cr_assert_eq(st.malformed, 1);
+	cr_assert_eq(st.unsupported, 1);
+	cr_assert_eq(st.unauthentic, 2);
+	cr_assert_eq(st.oversize, 1);
+	cr_assert_eq(st.replayed, 1);
+	cr_assert_eq(st.stale, 1);
+	cr_assert_eq(st.other, 1);
+}
+
+Test(ctrl_msg, key_derive, .init = setup, .timeout = 5)
+{
+	static const uint8_t label[] = "r2cc-ctrl-v1";
+	crypto_auth_hmacsha256_state st;
+	struct r2cc_ctrl_key a, b;
+	uint8_t secret[R2CC_CTRL_SECRET_MAX + 1] = { 1, 2, 3 };
+	uint8_t job_le[8], want[32];
+
+	cr_assert_eq(r2cc_ctrl_key_derive(&a, secret, 31, 1), -EINVAL);
+	cr_assert_eq(r2cc_ctrl_key_derive(&a, secret, 1025, 1), -EINVAL);
+	cr_assert_eq(r2cc_ctrl_key_derive(&a, secret, 1024, 1), 0);
+	cr_assert_eq(r2cc_ctrl_key_derive(&a, secret, 32, 7), 0);
+	cr_assert_eq(r2cc_ctrl_key_derive(&b, secret, 32, 7), 0);
+	cr_assert_eq(memcmp(&a, &b, sizeof(a)), 0, "deterministic");
+	cr_assert_eq(a.job, 7);
+	/* HMAC-SHA-256(secret, "r2cc-ctrl-v1" | le64(job)) */
+	put_le(job_le, 7, 8);
+	crypto_auth_hmacsha256_init(&st, secret, 32);
+	crypto_auth_hmacsha256_update(&st, label, sizeof(label) - 1);
+	crypto_auth_hmacsha256_update(&st, job_le, 8);
+	crypto_auth_hmacsha256_final(&st, want);
+	cr_assert_eq(memcmp(a.k, want, 32), 0);
+	cr_assert_eq(r2cc_ctrl_key_derive(&b, secret, 32, 8), 0);
+	cr_assert_neq(memcmp(a.k, b.k, 32), 0, "one key per job");
+	r2cc_ctrl_key_wipe(&a);
+	cr_assert_eq(a.job, 0);
+	cr_assert_eq(sodium_is_zero(a.k, 32), 1);
+}
+
+/* Key files live in a fresh directory per test */
+static char dir[64];
+
+static void key_setup(void)
+{
+	setup();
+	strcpy(dir, "/tmp/r2cc-ctrl-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void key_teardown(void)
+{
+	static const char *const names[] = { "secret", "link", "fifo" };
+	char path[96];
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+static const char *secret_file(size_t len, mode_t mode)
+{
+	static char path[96];
+	uint8_t b[2048];
+	int fd;
+
+	for (size_t i = 0; i < sizeof(b); i++)
+		b[i] = (uint8_t)(i * 7 + 1);
+	snprintf(path, sizeof(path), "%s/secret", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, b, len), (ssize_t)len);
+	cr_assert_eq(fchmod(fd, mode), 0);
+	close(fd);
+	return path;
+}
+
+struct file_case {
+	size_t len;
+	mode_t mode;
+	int want;
+	char says[40]; /* in the log line */
+};
+
+ParameterizedTestParameters(ctrl_key, file)
+{
+	static struct file_case cases[] = {
+		{ 32, 0600, 0, "" },
+		{ 1024, 0600, 0, "" },
+		{ 64, 0400, 0, "" },
+		{ 64, 0644, -EPERM, "must be 0600 or stricter" },
+		{ 64, 0640, -EPERM, "mode 0640" },
+		{ 64, 0604, -EPERM, "mode 0604" },
+		{ 64, 0700, -EPERM, "mode 0700" },
+		{ 64, 04600, -EPERM, "mode 4600" },
+		{ 31, 0600, -EINVAL, "31 bytes" },
+		{ 0, 0600, -EINVAL, "0 bytes" },
+		{ 1025, 0600, -EINVAL, "1025 bytes; must hold 32..1024" },
+	};
+
+	return cr_make_param_array(struct file_case, cases, ARRAY_SIZE(cases));
+}
+
+ParameterizedTest(struct file_case *c, ctrl_key, file, .init = key_setup,
+		  .fini = key_teardown, .timeout = 5)
+{
+	const char *path = secret_file(c->len, c->mode);
+	struct r2cc_ctrl_key k, want;
+	uint8_t b[1024];
+
+	logged[0] = 0;
+	cr_assert_eq(r2cc_ctrl_key_load(&k, path, JOB), c->want,
+		     "%zu bytes, mode %04o", c->len, (unsigned int)c->mode);
+	if (c->want) {
+		cr_assert_not_null(strstr(logged, c->says), "logged: %s",
+				   logged);
+		cr_assert_not_null(strstr(logged, path));
+		return;
+	}
+	for (size_t i = 0; i < c->len; i++)
+		b[i] = (uint8_t)(i * 7 + 1);
+	cr_assert_eq(r2cc_ctrl_key_derive(&want, b, c->len, JOB), 0);
+	cr_assert_eq(memcmp(&k, &want, sizeof(k)), 0);
+}
+
+Test(ctrl_key, symlink_refused, .init = key_setup, .fini = key_teardown,
+     .timeout = 5)
+{
+	char link[96];
+	struct r2cc_ctrl_key k;
+	const char *path = secret_file(64, 0600);
+
+	snprintf(link, sizeof(link), "%s/link", dir);
+	cr_assert_eq(symlink(path, link), 0);
+	cr_assert_eq(r2cc_ctrl_key_load(&k, link, JOB), -EPERM);
+	cr_assert_not_null(strstr(logged, "symbolic link"), "%s", logged);
+	cr_assert_eq(r2cc_ctrl_key_load(&k, path, JOB), 0);
+}
+
+Test(ctrl_key, not_regular, .init = key_setup, .fini = key_teardown,
+     .timeout = 5)
+{
+	char fifo[96];
+	struct r2cc_ctrl_key k;
+
+	cr_assert_eq(r2cc_ctrl_key_load(&k, dir, JOB), -EPERM, "a directory");
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(r2cc_ctrl_key_load(&k, fifo, JOB), -EPERM, "a FIFO");
+	cr_assert_not_null(strstr(logged, "not a regular file"));
+	cr_assert_eq(r2cc_ctrl_key_load(&k, "/dev/null", JOB), -EPERM);
+}
+
+Test(ctrl_key, missing, .init = key_setup, .fini = key_teardown, .timeout = 5)
+{
+	char path[96];
+	struct r2cc_ctrl_key k;
+
+	snprintf(path, sizeof(path), "%s/none", dir);
+	cr_assert_eq(r2cc_ctrl_key_load(&k, path, JOB), -ENOENT);
+	cr_assert_not_null(strstr(logged, "No such file"), "%s", logged);
+}
+
+/* Only root can give a file away; as anyone else there is nothing to test */
+Test(ctrl_key, other_owner, .init = key_setup, .fini = key_teardown,
+     .timeout = 5)
+{
+	struct r2cc_ctrl_key k;
+	const char *path;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to chown a file to another user");
+	path = secret_file(64, 0600);
+	cr_assert_eq(chown(path, 65534, 65534), 0);
+	cr_assert_eq(r2cc_ctrl_key_load(&k, path, JOB), -EPERM);
+	cr_assert_not_null(strstr(logged, "owned by uid 65534"), "%s", logged);
+}

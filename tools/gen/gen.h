@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2cc-gen: a verifying RC traffic generator. The state shared by its files:
+ * options, counters, per-QP bookkeeping, and the functions of each file.
+ */
+#ifndef R2CC_GEN_H
+#define R2CC_GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "verify.h"
+
+#define GEN_MAX_QPS 64
+#define GEN_SQ_DEPTH 32 /* send WRs in flight per QP */
+#define GEN_CREDITS 16 /* receives per QP = WRITE slots = messages in flight */
+#define GEN_BATCH 16 /* WRs per ibv_post_send call at most */
+#define GEN_IB_PORT 1
+
+/* wr_id: what kind of queue, the QP index, then the WR's index. */
+#define GEN_WRID(recv, qp, idx) \
+	((uint64_t)(recv) << 63 | (uint64_t)(qp) << 48 | (idx))
+#define GEN_WRID_RECV(id) ((id) >> 63)
+#define GEN_WRID_QP(id) (((id) >> 48) & 0x7fff)
+#define GEN_WRID_IDX(id) ((id)&0xffffffffffffULL)
+
+struct gen_opts {
+	const char *dev;
+	const char *server; /* NULL: we are the server */
+	int gidx;
+	int port;
+	int qps;
+	int retry_cnt;
+	int timeout; /* RC local ACK timeout exponent */
+	uint32_t max_inline;
+	uint32_t max_msg;
+	uint64_t ops; /* client: stop after this many (0: by time) */
+	uint64_t seed;
+	double secs; /* client: run time */
+	double interval; /* progress lines (0: none) */
+	double stall_limit;
+};
+
+struct gen_stats {
+	uint64_t ops;
+	uint64_t bytes_verified;
+	uint64_t mismatches;
+	uint64_t duplicates;
+	uint64_t losses;
+	uint64_t order_errors;
+	uint64_t errors;
+	uint64_t longest_stall_ms;
+};
+
+/* What a client send WR carried, checked when it retires. */
+struct gen_wr {
+	uint8_t kind;
+	uint32_t seq;
+	uint32_t len;
+	uint32_t off;
+};
+
+/* The peer's half of one QP's connection. */
+struct gen_remote {
+	uint32_t qpn;
+	uint32_t psn;
+	uint32_t rkey;
+	uint64_t waddr; /* server: WRITE slots */
+	uint64_t raddr; /* server: READ region */
+};
+
+struct gen_qp {
+	struct ibv_qp *qp; /* owned */
+	uint32_t idx;
+	uint32_t psn;
+	uint8_t *sbuf; /* borrowed: gen.mem, GEN_SQ_DEPTH slots */
+	uint8_t *rbuf; /* borrowed: gen.mem, GEN_CREDITS slots */
+	uint8_t *wreg; /* borrowed: gen.mem, server: GEN_CREDITS slots */
+	uint8_t *rreg; /* borrowed: gen.mem, server: one slot */
+	struct gen_sq sq;
+	uint8_t sig[GEN_SQ_DEPTH];
+	struct gen_wr wr[GEN_SQ_DEPTH];
+	uint64_t rposted; /* receives posted */
+	uint64_t rnext; /* index of the receive expected to complete next */
+	struct gen_seq in; /* server: messages; client: credits */
+	uint32_t tposted; /* client: messages posted */
+	uint32_t tacked; /* client: messages the server verified */
+	uint32_t rseq; /* client: READs posted */
+	uint32_t rdone; /* client: READs verified */
+	uint64_t nop; /* client: operations picked */
+	uint32_t cseq; /* server: credits sent */
+	uint32_t cacked; /* server: ack value of the last credit */
+	struct gen_remote peer;
+};
+
+struct gen {
+	struct gen_opts o;
+	int client;
+	struct ibv_context *ctx; /* owned */
+	struct ibv_pd *pd; /* owned */
+	struct ibv_comp_channel *ch; /* owned */
+	struct ibv_cq *cq; /* owned */
+	struct ibv_mr *mr; /* owned */
+	uint8_t *mem; /* owned */
+	size_t memlen;
+	size_t sslot; /* bytes per send buffer slot */
+	size_t rslot; /* bytes per receive buffer slot */
+	uint32_t max_rd; /* READs in flight per QP (device limit) */
+	struct gen_qp *qp; /* owned: o.qps entries */
+	struct ibv_port_attr port;
+	union ibv_gid gid;
+	union ibv_gid peer_gid;
+	uint32_t peer_lid;
+	enum ibv_mtu path_mtu;
+	struct gen_limits lim;
+	int fd; /* TCP to the peer */
+	unsigned int cq_events; /* not yet acknowledged */
+	struct gen_stats st;
+	double t0;
+	double last_progress;
+	double next_print;
+	uint64_t picked; /* client: operations posted, for -n */
+	int stop; /* client: post no new operation */
+	int idle; /* the last poll found nothing */
+	int ended; /* server: the client's end record arrived */
+	int done; /* the run is over (see failed) */
+	int failed;
+	unsigned int reported; /* failure messages printed */
+	char first[256]; /* the first failure */
+};
+
+/* main.c */
+double gen_now(void);
+void gen_fail(struct gen *g, uint64_t *counter, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void gen_report(const struct gen *g, int progress);
+
+/* oob.c: the TCP exchange, every call bounded */
+int gen_oob_open(struct gen *g);
+int gen_oob_hello(struct gen *g);
+int gen_oob_exchange(struct gen *g);
+int gen_oob_sync(struct gen *g, char tag);
+int gen_oob_end(struct gen *g);
+int gen_oob_summary(struct gen *g);
+
+/* verbs.c */
+int gen_verbs_open(struct gen *g);
+int gen_verbs_alloc(struct gen *g);
+int gen_verbs_connect(struct gen *g);
+void gen_verbs_close(struct gen *g);
+int gen_verbs_drain(struct gen *g);
+int gen_verbs_wait(struct gen *g, int ms, int *tcp);
+int gen_post_recv(struct gen *g, struct gen_qp *q);
+int gen_post_recvs(struct gen *g);
+
+/* client.c, server.c */
+int gen_client_busy(const struct gen *g, char *what, size_t n);
+int gen_client_step(struct gen *g);
+void gen_client_wc(struct gen *g, struct gen_qp *q, const struct ibv_wc *wc);
+int gen_server_step(struct gen *g);
+void gen_server_wc(struct gen *g, struct gen_qp *q, const struct ibv_wc *wc);
+
+/* run.c */
+int gen_run(struct gen *g);
+
+#endif

@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2cc-gen: a verifying RC traffic generator (server on one node, client on
+ * the other). Command line, setup sequence, failure reporting and the
+ * machine-readable summary line.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gen.h"
+
+#define GEN_MAX_REPORTED 20 /* failure messages printed, then only counted */
+
+static const char usage_text[] =
+	"usage: r2cc-gen -d DEV [OPTIONS]           (server)\n"
+	"       r2cc-gen -d DEV [OPTIONS] SERVER    (client)\n"
+	"Drives RC QPs with SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM and\n"
+	"READ of mixed sizes (inline, one packet, many packets), 3 of 4\n"
+	"unsignaled, and verifies every byte, sequence number and completion\n"
+	"end to end.\n"
+	"  -d, --device DEV       RDMA device (e.g. rxe0)\n"
+	"  -g, --gid-index N      GID index (default 0; RoCE v2 on rxe: 1)\n"
+	"  -p, --port PORT        TCP port of the server (default 18600)\n"
+	"  -q, --qps N            QPs, 1..64 (default 4)\n"
+	"  -t, --time SECONDS     run time (default 10 unless -n is given)\n"
+	"  -n, --ops N            stop after N operations (all QPs)\n"
+	"  -i, --interval SECONDS progress line every SECONDS (default: none)\n"
+	"  -s, --max-size BYTES   largest message or region, 1024..1048576\n"
+	"                         (default 65536)\n"
+	"  -I, --max-inline BYTES inline data asked for (default 128)\n"
+	"      --stall-limit S    fail after S seconds without progress\n"
+	"                         (default 10)\n"
+	"      --retry-cnt N      RC retry count, 0..7 (default 7; on rxe 7\n"
+	"                         retries forever)\n"
+	"      --timeout N        RC local ACK timeout exponent, 0..31\n"
+	"                         (default 14)\n"
+	"      --seed N           payload seed (default 1)\n"
+	"  -h, --help             this text\n"
+	"The client's -q, -t, -n, -s and --seed rule: the server adopts them.\n"
+	"Each side prints at the end: r2cc-gen: role=ROLE qps=Q ops=N\n"
+	"bytes_verified=B mismatches=M duplicates=D losses=L order_errors=O\n"
+	"longest_stall_ms=S errors=E (the client's line includes the\n"
+	"server's figures) and exits 0 only if all are zero and something\n"
+	"was verified.\n";
+
+double gen_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Count a failure, keep the first message, print the first few loudly. */
+void gen_fail(struct gen *g, uint64_t *counter, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	(*counter)++;
+	if (!g->failed)
+		snprintf(g->first, sizeof(g->first), "%s", msg);
+	g->failed = 1;
+	if (g->reported++ < GEN_MAX_REPORTED)
+		fprintf(stderr, "r2cc-gen: %s: FAIL at %.1f s: %s\n",
+			g->client ? "client" : "server",
+			g->t0 ? gen_now() - g->t0 : 0.0, msg);
+}
+
+/* The summary line (final), or a progress line with the time elapsed. */
+void gen_report(const struct gen *g, int progress)
+{
+	char pre[64] = "";
+
+	if (progress)
+		snprintf(pre, sizeof(pre), "progress elapsed_s=%.1f ",
+			 gen_now() - g->t0);
+	printf("r2cc-gen: %srole=%s qps=%d ops=%" PRIu64
+	       " bytes_verified=%" PRIu64 " mismatches=%" PRIu64
+	       " duplicates=%" PRIu64 " losses=%" PRIu64
+	       " order_errors=%" PRIu64 " longest_stall_ms=%" PRIu64
+	       " errors=%" PRIu64 "\n",
+	       pre, g->client ? "client" : "server", g->o.qps, g->st.ops,
+	       g->st.bytes_verified, g->st.mismatches, g->st.duplicates,
+	       g->st.losses, g->st.order_errors, g->st.longest_stall_ms,
+	       g->st.errors);
+	fflush(stdout);
+}
+
+enum { OPT_STALL = 256, OPT_RETRY, OPT_TIMEOUT, OPT_SEED };
+
+/* Numeric options: range and where the value goes (type i, u, U or d). */
+static const struct numopt {
+	int ch;
+	double lo, hi;
+	char type;
+	size_t off;
+} numopts[] = {
+	{ 'g', 0, 255, 'i', offsetof(struct gen_opts, gidx) },
+	{ 'p', 1, 65535, 'i', offsetof(struct gen_opts, port) },
+	{ 'q', 1, GEN_MAX_QPS, 'i', offsetof(struct gen_opts, qps) },
+	{ 't', 0.1, 1e6, 'd', offsetof(struct gen_opts, secs) },
+	{ 'n', 1, 1e15, 'U', offsetof(struct gen_opts, ops) },
+	{ 'i', 0.1, 1e6, 'd', offsetof(struct gen_opts, interval) },
+	{ 's', 1024, 1 << 20, 'u', offsetof(struct gen_opts, max_msg) },
+	{ 'I', 0, 4096, 'u', offsetof(struct gen_opts, max_inline) },
+	{ OPT_STALL, 0.1, 1e6, 'd', offsetof(struct gen_opts, stall_limit) },
+	{ OPT_RETRY, 0, 7, 'i', offsetof(struct gen_opts, retry_cnt) },
+	{ OPT_TIMEOUT, 0, 31, 'i', offsetof(struct gen_opts, timeout) },
+	{ OPT_SEED, 0, 1e15, 'U', offsetof(struct gen_opts, seed) },
+};
+
+/* In numopts order after "device", so that an index names the option. */
+static const struct option longopts[] = {
+	{ "device", required_argument, NULL, 'd' },
+	{ "gid-index", required_argument, NULL, 'g' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "qps", required_argument, NULL, 'q' },
+	{ "time", required_argument, NULL, 't' },
+	{ "ops", required_argument, NULL, 'n' },
+	{ "interval", required_argument, NULL, 'i' },
+	{ "max-size", required_argument, NULL, 's' },
+	{ "max-inline", required_argument, NULL, 'I' },
+	{ "stall-limit", required_argument, NULL, OPT_STALL },
+	{ "retry-cnt", required_argument, NULL, OPT_RETRY },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void usage(int rc)
+{
+	if (rc)
+		fputs("usage: r2cc-gen -d DEV [OPTIONS] [SERVER] (--help)\n",
+		      stderr);
+	else
+		fputs(usage_text, stdout);
+	exit(rc);
+}
+
+/* A number in range (integral for integer types) stored into o. */
+static int set_num(struct gen_opts *o, const struct numopt *n, const char *s)
+{
+	char *end, *p = (char *)o + n->off;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || v < n->lo || v > n->hi ||
+	    (n->type != 'd' && v != (double)(uint64_t)v))
+		return -EINVAL;
+	if (n->type == 'i')
+		*(int *)p = v;
+	else if (n->type == 'u')
+		*(uint32_t *)p = v;
+	else if (n->type == 'U')
+		*(uint64_t *)p = v;
+	else
+		*(double *)p = v;
+	return 0;
+}
+
+static void parse(int argc, char **argv, struct gen_opts *o)
+{
+	const char *name;
+	size_t i;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "d:g:p:q:t:n:i:s:I:h", longopts,
+				 NULL)) != -1) {
+		if (ch == 'h')
+			usage(0);
+		if (ch == 'd') {
+			o->dev = optarg;
+			continue;
+		}
+		for (i = 0; i < sizeof(numopts) / sizeof(numopts[0]); i++)
+			if (numopts[i].ch == ch)
+				break;
+		if (i == sizeof(numopts) / sizeof(numopts[0]))
+			usage(2);
+		if (set_num(o, &numopts[i], optarg)) {
+			name = longopts[i + 1].name;
+			fprintf(stderr, "r2cc-gen: bad value for --%s: %s\n",
+				name, optarg);
+			usage(2);
+		}
+	}
+	if (optind < argc)
+		o->server = argv[optind++];
+	if (!o->dev || optind != argc)
+		usage(2);
+	if (!o->secs && !o->ops)
+		o->secs = 10;
+}
+
+static int start_sync(struct gen *g)
+{
+	return gen_oob_sync(g, 'R');
+}
+
+/* Both sides, in this order; the TCP steps pair up across the nodes. */
+static const struct step {
+	const char *what;
+	int (*fn)(struct gen *g);
+} steps[] = {
+	{ "open the device", gen_verbs_open },
+	{ "reach the peer over TCP", gen_oob_open },
+	{ "agree on the parameters", gen_oob_hello },
+	{ "allocate buffers and QPs", gen_verbs_alloc },
+	{ "exchange QP numbers and keys", gen_oob_exchange },
+	{ "connect the QPs", gen_verbs_connect },
+	{ "post receives", gen_post_recvs },
+	{ "start together", start_sync },
+};
+
+static int setup(struct gen *g)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		ret = steps[i].fn(g);
+		if (ret) {
+			gen_fail(g, &g->st.errors, "cannot %s: %s",
+				 steps[i].what, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* After the run: the end record and the server's counters. */
+static void finish(struct gen *g)
+{
+	struct gen_stats before = g->st;
+	int ret = 0;
+
+	if (g->client && !g->failed) {
+		ret = gen_oob_end(g);
+		if (!ret)
+			ret = gen_oob_summary(g);
+	} else if (!g->client && g->ended) {
+		ret = gen_oob_summary(g);
+	}
+	if (ret)
+		gen_fail(g, &g->st.errors, "end-of-run exchange: %s",
+			 strerror(-ret));
+	if (g->st.mismatches + g->st.duplicates + g->st.losses +
+		    g->st.order_errors + g->st.errors >
+	    before.mismatches + before.duplicates + before.losses +
+		    before.order_errors + before.errors)
+		gen_fail(g, &g->st.errors, "the server counted failures");
+	if (g->client && !g->failed && !g->st.bytes_verified)
+		gen_fail(g, &g->st.errors, "nothing was verified");
+}
+
+int main(int argc, char **argv)
+{
+	struct gen g = { .fd = -1 };
+
+	g.o = (struct gen_opts){ .port = 18600,
+				 .qps = 4,
+				 .retry_cnt = 7,
+				 .timeout = 14,
+				 .max_inline = 128,
+				 .max_msg = 65536,
+				 .seed = 1,
+				 .stall_limit = 10 };
+	parse(argc, argv, &g.o);
+	g.client = g.o.server != NULL;
+	if (!setup(&g)) {
+		gen_run(&g);
+		finish(&g);
+	}
+	gen_report(&g, 0);
+	if (g.failed)
+		fprintf(stderr, "r2cc-gen: %s: FAILED: %s\n",
+			g.client ? "client" : "server", g.first);
+	if (g.fd >= 0)
+		close(g.fd);
+	gen_verbs_close(&g);
+	return g.failed ? 1 : 0;
+}

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * r2cc-gen's verbs resources: device, one MR over all buffers, one CQ with a
+ * completion channel, Q RC QPs and their connection; polling and bounded
+ * waits for completions and async events.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+
+#define GEN_SMALL_SLOT 64 /* credits: one header, rounded up */
+#define GEN_POLL_BATCH 32
+
+static int nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) ? -errno : 0;
+}
+
+static struct ibv_context *open_dev(const char *name)
+{
+	struct ibv_context *ctx = NULL;
+	struct ibv_device **list;
+	int i, n;
+
+	list = ibv_get_device_list(&n);
+	if (!list)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			break;
+	if (i < n)
+		ctx = ibv_open_device(list[i]);
+	else
+		errno = ENODEV;
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+/* Device, port, GID, PD, completion channel and CQ. */
+int gen_verbs_open(struct gen *g)
+{
+	struct ibv_device_attr da;
+	int cqe = g->o.qps * (GEN_SQ_DEPTH + GEN_CREDITS) + 16;
+
+	g->ctx = open_dev(g->o.dev);
+	if (!g->ctx)
+		return -errno;
+	if (ibv_query_port(g->ctx, GEN_IB_PORT, &g->port) ||
+	    ibv_query_gid(g->ctx, GEN_IB_PORT, g->o.gidx, &g->gid) ||
+	    ibv_query_device(g->ctx, &da))
+		return errno ? -errno : -EIO;
+	g->max_rd = da.max_qp_rd_atom < 16 ? da.max_qp_rd_atom : 16;
+	if (g->max_rd > (uint32_t)da.max_qp_init_rd_atom)
+		g->max_rd = da.max_qp_init_rd_atom;
+	g->pd = ibv_alloc_pd(g->ctx);
+	g->ch = g->pd ? ibv_create_comp_channel(g->ctx) : NULL;
+	g->cq = g->ch ? ibv_create_cq(g->ctx, cqe, NULL, g->ch, 0) : NULL;
+	if (!g->cq)
+		return errno ? -errno : -ENOMEM;
+	if (nonblock(g->ch->fd) || nonblock(g->ctx->async_fd))
+		return -errno;
+	return 0;
+}
+
+/* Lay out every QP's buffers in one allocation (see struct gen_qp). */
+static int alloc_mem(struct gen *g)
+{
+	size_t per, m = g->o.max_msg;
+	uint8_t *p;
+	int i;
+
+	g->sslot = g->client ? m : GEN_SMALL_SLOT;
+	g->rslot = g->client ? GEN_SMALL_SLOT : m;
+	per = GEN_SQ_DEPTH * g->sslot + GEN_CREDITS * g->rslot;
+	if (!g->client)
+		per += GEN_CREDITS * m + m;
+	g->memlen = per * g->o.qps;
+	g->mem = aligned_alloc(4096, (g->memlen + 4095) & ~(size_t)4095);
+	if (!g->mem)
+		return -ENOMEM;
+	memset(g->mem, 0, g->memlen);
+	for (i = 0, p = g->mem; i < g->o.qps; i++) {
+		g->qp[i].sbuf = p;
+		p += GEN_SQ_DEPTH * g->sslot;
+		g->qp[i].rbuf = p;
+		p += GEN_CREDITS * g->rslot;
+		if (g->client)
+			continue;
+		g->qp[i].wreg = p;
+		p += GEN_CREDITS * m;
+		g->qp[i].rreg = p;
+		/* what READs fetch: a fixed pattern per QP */
+		gen_fill(g->o.seed, i, GEN_READ_STREAM, 0, p, m);
+		p += m;
+	}
+	return 0;
+}
+
+/* The largest inline size the device grants, up to what was asked. */
+static struct ibv_qp *create_qp(struct gen *g)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp;
+	uint32_t inl = g->o.max_inline;
+
+	for (;;) {
+		memset(&ia, 0, sizeof(ia));
+		ia.qp_type = IBV_QPT_RC;
+		ia.send_cq = g->cq;
+		ia.recv_cq = g->cq;
+		ia.cap.max_send_wr = GEN_SQ_DEPTH;
+		ia.cap.max_recv_wr = GEN_CREDITS;
+		ia.cap.max_send_sge = 1;
+		ia.cap.max_recv_sge = 1;
+		ia.cap.max_inline_data = inl;
+		qp = ibv_create_qp(g->pd, &ia);
+		if (qp || !inl)
+			break;
+		inl /= 2;
+	}
+	if (qp && ia.cap.max_inline_data < inl)
+		inl = ia.cap.max_inline_data;
+	if (qp)
+		g->lim.max_inline = inl;
+	return qp;
+}
+
+/* Buffers, the MR over them, and the QPs (RESET). */
+int gen_verbs_alloc(struct gen *g)
+{
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		  IBV_ACCESS_REMOTE_READ;
+	int i, ret;
+
+	g->qp = calloc(g->o.qps, sizeof(*g->qp));
+	if (!g->qp)
+		return -ENOMEM;
+	ret = alloc_mem(g);
+	if (ret)
+		return ret;
+	g->mr = ibv_reg_mr(g->pd, g->mem, g->memlen, acc);
+	if (!g->mr)
+		return -errno;
+	for (i = 0; i < g->o.qps; i++) {
+		struct gen_qp *q = &g->qp[i];
+
+		q->idx = i;
+		q->sq.depth = GEN_SQ_DEPTH;
+		q->sq.signaled = q->sig;
+		q->qp = create_qp(g);
+		if (!q->qp)
+			return -errno;
+		q->psn = (q->qp->qp_num * 2654435761U ^ g->o.seed) & 0xffffff;
+	}
+	return 0;
+}
+
+static int to_init(struct gen_qp *q)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = GEN_IB_PORT,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ,
+	};
+
+	return ibv_modify_qp(q->qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS);
+}
+
+/* RoCE addressing through the GRH; the peer's PSN and QP number. */
+static int to_rtr(struct gen *g, struct gen_qp *q)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = g->path_mtu,
+		.dest_qp_num = q->peer.qpn,
+		.rq_psn = q->peer.psn,
+		.max_dest_rd_atomic = g->max_rd,
+		.min_rnr_timer = 12,
+	};
+
+	a.ah_attr.dlid = g->peer_lid;
+	a.ah_attr.port_num = GEN_IB_PORT;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.grh.sgid_index = g->o.gidx;
+	a.ah_attr.grh.dgid = g->peer_gid;
+	return ibv_modify_qp(q->qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER);
+}
+
+/* --retry-cnt and --timeout apply here (on rxe, retry_cnt 7 never ends). */
+static int to_rts(struct gen *g, struct gen_qp *q)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTS,
+		.sq_psn = q->psn,
+		.timeout = g->o.timeout,
+		.retry_cnt = g->o.retry_cnt,
+		.rnr_retry = 7,
+		.max_rd_atomic = g->max_rd,
+	};
+
+	return ibv_modify_qp(q->qp, &a,
+			     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Every QP to RTS once the peer's half is known (gen_oob_exchange). */
+int gen_verbs_connect(struct gen *g)
+{
+	int i, ret;
+
+	g->lim.mtu = 128U << g->path_mtu;
+	g->lim.max_msg = g->o.max_msg;
+	g->lim.read_len = g->o.max_msg;
+	for (i = 0; i < g->o.qps; i++) {
+		ret = to_init(&g->qp[i]);
+		if (!ret)
+			ret = to_rtr(g, &g->qp[i]);
+		if (!ret)
+			ret = to_rts(g, &g->qp[i]);
+		if (ret)
+			return -ret;
+	}
+	return 0;
+}
+
+/* A receive into the next slot; slots are reused in posting order. */
+int gen_post_recv(struct gen *g, struct gen_qp *q)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)q->rbuf +
+			(q->rposted % GEN_CREDITS) * g->rslot,
+		.length = g->rslot,
+		.lkey = g->mr->lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = GEN_WRID(1, q->idx, q->rposted),
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+	struct ibv_recv_wr *bad;
+	int ret = ibv_post_recv(q->qp, &wr, &bad);
+
+	if (ret)
+		return -ret;
+	q->rposted++;
+	return 0;
+}
+
+/* Every QP's receive queue full: credits (client) or messages (server). */
+int gen_post_recvs(struct gen *g)
+{
+	int i, j, ret;
+
+	for (i = 0; i < g->o.qps; i++)
+		for (j = 0; j < GEN_CREDITS; j++) {
+			ret = gen_post_recv(g, &g->qp[i]);
+			if (ret)
+				return ret;
+		}
+	return 0;
+}
+
+void gen_verbs_close(struct gen *g)
+{
+	int i;
+
+	for (i = 0; g->qp && i < g->o.qps; i++)
+		if (g->qp[i].qp)
+			ibv_destroy_qp(g->qp[i].qp);
+	if (g->cq && g->cq_events)
+		ibv_ack_cq_events(g->cq, g->cq_events);
+	if (g->cq)
+		ibv_destroy_cq(g->cq);
+	if (g->ch)
+		ibv_destroy_comp_channel(g->ch);
+	if (g->mr)
+		ibv_dereg_mr(g->mr);
+	if (g->pd)
+		ibv_dealloc_pd(g->pd);
+	if (g->ctx)
+		ibv_close_device(g->ctx);
+	free(g->mem);
+	free(g->qp);
+}
