@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctl.h - what r2cc-ctl's files share: options, exit codes, the command
+ * table walker and the one printer that writes both text and JSON.
+ */
+#ifndef R2CC_CTL_H
+#define R2CC_CTL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Exit codes (r2cc-ctl(8), EXIT STATUS). */
+enum {
+	CTL_OK = 0,
+	CTL_ERR = 1, /* usage or failure */
+	CTL_NODEV = 2, /* no RDMA devices on this machine */
+	CTL_DOWN =
+		3, /* something is not healthy (a rail is down, bad config) */
+};
+
+struct ctl_opts {
+	bool json;
+	bool pretty;
+};
+extern struct ctl_opts ctl;
+
+struct ctl_cmd {
+	const char *name; /* NULL: the default when no word is given */
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+/* Run the row of @cmds that argv[0] names (exact or unique prefix). */
+int ctl_exec(const char *object, const struct ctl_cmd *cmds, int argc,
+	     char **argv);
+int ctl_usage_of(const char *object, const struct ctl_cmd *cmds);
+
+/* JSON or text from the same calls: objects and arrays nest. */
+void pr_begin_list(void);
+void pr_end_list(void);
+void pr_begin_obj(void);
+void pr_end_obj(void);
+/* @val NULL: "-" in text, null in JSON */
+void pr_str(const char *key, const char *fmt_text, const char *val);
+void pr_int(const char *key, const char *fmt_text, long long val);
+void pr_newline(void);
+
+int rail_main(int argc, char **argv);
+int config_main(int argc, char **argv);
+
+#endif /* R2CC_CTL_H */
