@@ -382,7 +382,8 @@ int r2cc_ctrl_encode(const struct r2cc_ctrl_key *key,
 	put_le(buf + 8, c.off, 4);
 	put_le(buf + 12, key->job, 8);
 	put_le(buf + 20, m->hdr.sender, 8);
-	put_le(buf + 28, m->hdr.seq, 8);
+	put_le(buf + 28, m->hdr.receiver, 8);
+	put_le(buf + 36, m->hdr.seq, 8);
 	total = R2CC_CTRL_HDR_LEN + c.off;
 	crypto_auth_hmacsha256(buf + total, buf, total, key->k);
 	return (int)(total + R2CC_CTRL_MAC_LEN);
@@ -419,6 +420,27 @@ static int check_mac(const struct r2cc_ctrl_key *key, const uint8_t *buf,
 	return rc;
 }
 
+/* Addressed to this process, or a first contact (HELLO, LOOKUP) to any. */
+static bool for_me(const struct r2cc_ctrl_key *key,
+		   const struct r2cc_ctrl_hdr *h)
+{
+	if (!key->self || h->receiver == key->self)
+		return true;
+	return h->receiver == R2CC_CTRL_ANY &&
+	       (h->type == R2CC_CTRL_HELLO || h->type == R2CC_CTRL_LOOKUP);
+}
+
+uint64_t r2cc_ctrl_new_id(void)
+{
+	uint64_t id = 0;
+
+	if (crypto_ready())
+		return 0;
+	while (!id)
+		randombytes_buf(&id, sizeof(id));
+	return id;
+}
+
 int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
 		     size_t len, struct r2cc_ctrl_msg *out)
 {
@@ -448,11 +470,14 @@ int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
 	out->hdr.len = (uint32_t)get_le(buf + 8, 4);
 	out->hdr.job = key->job;
 	out->hdr.sender = get_le(buf + 20, 8);
-	out->hdr.seq = get_le(buf + 28, 8);
+	out->hdr.receiver = get_le(buf + 28, 8);
+	out->hdr.seq = get_le(buf + 36, 8);
 	if (!type_ok(out->hdr.type) || out->hdr.flags)
 		return -EPROTO;
 	if (!out->hdr.seq)
 		return -EBADMSG;
+	if (!for_me(key, &out->hdr))
+		return -EACCES;
 	c.len = out->hdr.len;
 	x_body(&c, out);
 	if (c.bad || c.off != c.len || !body_ok(out))
@@ -530,6 +555,7 @@ int r2cc_ctrl_key_derive(struct r2cc_ctrl_key *key, const uint8_t *secret,
 	crypto_auth_hmacsha256_final(&st, key->k);
 	sodium_memzero(&st, sizeof(st));
 	key->job = job;
+	key->self = 0; /* the caller sets its own id */
 	return 0;
 }
 

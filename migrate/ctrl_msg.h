@@ -13,8 +13,12 @@
 /*
  * Wire format, version 1. Integers are little-endian; GIDs and IP
  * addresses are byte strings in network order; "rsv" bytes must be 0.
- *   header (36): "R2CC" | version u8 | type u8 | flags u16 (0) | body len
- *                u32 | job id u64 | sender id u64 | seq u64 (>= 1)
+ *   header (44): "R2CC" | version u8 | type u8 | flags u16 (0) | body len
+ *                u32 | job id u64 | sender id u64 | receiver id u64 |
+ *                seq u64 (>= 1)
+ *   The receiver id binds a frame to one process: a frame captured on its
+ *   way to one peer is refused by every other. Only HELLO and LOOKUP, the
+ *   first contact, may go to R2CC_CTRL_ANY.
  *   body (len, at most 64 KiB) | HMAC-SHA-256 (32) of header and body
  * addr (20): family u8 (4, 6) | rail u8 (< 16, 0xff mgmt) | port u16 (> 0) |
  *            address 16 (IPv4: 4 bytes, then 12 zero bytes)
@@ -39,7 +43,8 @@
  * QPNs and PSNs are 24-bit. Decoding is strict, so encode(decode(f)) == f.
  */
 #define R2CC_CTRL_VERSION 1
-#define R2CC_CTRL_HDR_LEN 36
+#define R2CC_CTRL_HDR_LEN 44
+#define R2CC_CTRL_ANY 0 /* receiver id of a first contact */
 #define R2CC_CTRL_MAC_LEN 32
 #define R2CC_CTRL_BODY_MAX 65536
 #define R2CC_CTRL_FRAME_MAX \
@@ -102,6 +107,7 @@ struct r2cc_ctrl_hdr {
 	uint32_t len; /* body bytes; decode only */
 	uint64_t job; /* decode only: encode writes the key's */
 	uint64_t sender;
+	uint64_t receiver; /* the peer's id, or R2CC_CTRL_ANY */
 	uint64_t seq;
 };
 
@@ -164,11 +170,23 @@ struct r2cc_ctrl_msg {
 	};
 };
 
-/* The per-job HMAC key; wipe it with r2cc_ctrl_key_wipe() */
+/* The per-job HMAC key as one process holds it; wipe it with
+ * r2cc_ctrl_key_wipe(). */
 struct r2cc_ctrl_key {
 	uint64_t job;
+	/* This process's id (r2cc_ctrl_new_id()): decode refuses frames
+	 * for anyone else. 0: no check (tools, fuzzing). */
+	uint64_t self;
 	uint8_t k[R2CC_CTRL_KEY_LEN];
 };
+
+/**
+ * r2cc_ctrl_new_id() - a random, non-zero 64-bit process id (sender and
+ * receiver ids): new at every start, so that a restarted process is not
+ * mistaken for its predecessor by the peers' replay windows.
+ * Return: the id, or 0 if libsodium is unusable.
+ */
+uint64_t r2cc_ctrl_new_id(void);
 
 /**
  * r2cc_ctrl_key_derive() - the key of job @job from the shared secret
@@ -196,7 +214,8 @@ void r2cc_ctrl_key_wipe(struct r2cc_ctrl_key *key);
 /**
  * r2cc_ctrl_encode() - one authenticated frame
  * @key: the job key; its job id goes in the header
- * @m: the message; hdr.type, flags, sender, seq and the body are used
+ * @m: the message; hdr.type, flags, sender, receiver, seq and the body
+ *     are used
  * @buf: where the frame goes
  * @size: room in @buf (R2CC_CTRL_FRAME_MAX always suffices)
  * Return: the frame length, -EINVAL (a field out of range) or -ENOSPC.
@@ -210,11 +229,12 @@ int r2cc_ctrl_encode(const struct r2cc_ctrl_key *key,
  * @len: its length, exactly r2cc_ctrl_frame_len()
  * @out: the message (undefined on error)
  * The magic, version and length are checked first, then the job id and
- * MAC, and only an authenticated frame has its body parsed. Sequence
+ * MAC, and only an authenticated frame has its body parsed; then the
+ * receiver: @key->self, or R2CC_CTRL_ANY for HELLO and LOOKUP. Sequence
  * numbers are the caller's: see r2cc_ctrl_replay_accept().
  * Return: 0; -EBADMSG (malformed, truncated or trailing bytes), -EPROTO
- * (version, type or flags unsupported), -EACCES (other job or bad MAC),
- * -EMSGSIZE (body over 64 KiB) or -EIO.
+ * (version, type or flags unsupported), -EACCES (other job, bad MAC or
+ * another receiver), -EMSGSIZE (body over 64 KiB) or -EIO.
  */
 int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
 		     size_t len, struct r2cc_ctrl_msg *out);

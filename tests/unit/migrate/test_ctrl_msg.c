@@ -71,6 +71,7 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 	memset(m, 0, sizeof(*m));
 	m->hdr.type = type;
 	m->hdr.sender = 0x0102030405060708ULL;
+	m->hdr.receiver = 0x1112131415161718ULL;
 	m->hdr.seq = 42;
 	switch (type) {
 	case R2CC_CTRL_HELLO:
@@ -240,6 +241,8 @@ Test(ctrl_msg, header_is_little_endian, .init = setup, .timeout = 5)
 		0x22, 0x11, /* job */
 		8,    7,    6,	  5,	4,    3,
 		2,    1, /* sender */
+		0x18, 0x17, 0x16, 0x15, 0x14, 0x13,
+		0x12, 0x11, /* receiver */
 		42,   0,    0,	  0,	0,    0,
 		0,    0, /* seq */
 		0xef, 0xcd, 0xab, 0x89, 0x67, 0x45,
@@ -332,7 +335,7 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "len 64K+1", R2CC_CTRL_PEER_DOWN, 8, 4, 65537, -EMSGSIZE },
 		{ "len max", R2CC_CTRL_PEER_DOWN, 8, 4, UINT32_MAX, -EMSGSIZE },
 		{ "job", R2CC_CTRL_PEER_DOWN, 12, 8, JOB + 1, -EACCES },
-		{ "seq 0", R2CC_CTRL_PEER_DOWN, 28, 8, 0, -EBADMSG },
+		{ "seq 0", R2CC_CTRL_PEER_DOWN, 36, 8, 0, -EBADMSG },
 		{ "hello ver_min 0", R2CC_CTRL_HELLO, B(0), 1, 0, -EBADMSG },
 		{ "hello ver_min 2", R2CC_CTRL_HELLO, B(0), 1, 2, -EBADMSG },
 		{ "hello ver_max 0", R2CC_CTRL_HELLO, B(1), 1, 0, -EBADMSG },
@@ -861,4 +864,43 @@ Test(ctrl_key, other_owner, .init = key_setup, .fini = key_teardown,
 	cr_assert_eq(chown(path, 65534, 65534), 0);
 	cr_assert_eq(r2cc_ctrl_key_load(&k, path, JOB), -EPERM);
 	cr_assert_not_null(strstr(logged, "owned by uid 65534"), "%s", logged);
+}
+
+/* A frame is bound to its receiver: another process of the job refuses
+ * it; only a first contact (HELLO, LOOKUP) may go to anyone. */
+Test(ctrl_msg, receiver_binding, .init = setup, .timeout = 5)
+{
+	struct r2cc_ctrl_key me = key, other = key;
+	struct r2cc_ctrl_msg m, got;
+	int n;
+
+	me.self = 0x1112131415161718ULL;
+	other.self = 0x2222222222222222ULL;
+	sample(R2CC_CTRL_FAILOVER, false, &m);
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(r2cc_ctrl_decode(&me, frame, (size_t)n, &got), 0);
+	cr_assert_eq(got.hdr.receiver, me.self);
+	cr_assert_eq(r2cc_ctrl_decode(&other, frame, (size_t)n, &got), -EACCES);
+	/* To anyone: refused for FAILOVER, accepted for HELLO and LOOKUP. */
+	m.hdr.receiver = R2CC_CTRL_ANY;
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_eq(r2cc_ctrl_decode(&other, frame, (size_t)n, &got), -EACCES);
+	sample(R2CC_CTRL_HELLO, false, &m);
+	m.hdr.receiver = R2CC_CTRL_ANY;
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_eq(r2cc_ctrl_decode(&other, frame, (size_t)n, &got), 0);
+	sample(R2CC_CTRL_LOOKUP, false, &m);
+	m.hdr.receiver = R2CC_CTRL_ANY;
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_eq(r2cc_ctrl_decode(&other, frame, (size_t)n, &got), 0);
+}
+
+Test(ctrl_msg, new_ids_are_random_and_nonzero, .timeout = 5)
+{
+	uint64_t a = r2cc_ctrl_new_id(), b = r2cc_ctrl_new_id();
+
+	cr_assert_neq(a, 0);
+	cr_assert_neq(b, 0);
+	cr_assert_neq(a, b);
 }
