@@ -232,7 +232,9 @@ const char *r2cc_link_layer_name(enum r2cc_link_layer ll);
  */
 int r2cc_rail_format(const struct r2cc_rail_info *r, char *buf, size_t size);
 
-/* Rail health (health.c), in a header of its own to keep this one short. */
+/* Rail health (health.c) and the status record r2cc-ctl reads (status.c),
+ * in headers of their own to keep this one short. */
 #include "health.h"
+#include "status.h"
 
 #endif /* R2CC_POLICY_H */

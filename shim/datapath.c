@@ -28,7 +28,7 @@ static int dp_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	if (unlikely(ret))
 		stop = *bad; /* WRs before it were posted */
 	for (w = wr; w && w != stop; w = w->next)
-		r2cc_stat_wr(&q->st, w);
+		r2cc_stat_wr(q->st, w);
 	return ret;
 }
 
@@ -51,7 +51,7 @@ static int dp_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 	if (unlikely(!q))
 		return ctx_of(qp->context)->post_recv(qp, wr, bad);
 	ret = q->ctx->post_recv(qp, wr, bad);
-	r2cc_stat_add(&q->st.posted_recv, recv_posted(wr, ret ? *bad : NULL));
+	r2cc_stat_add(&q->st->posted_recv, recv_posted(wr, ret ? *bad : NULL));
 	return ret;
 }
 
@@ -77,11 +77,11 @@ static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
 
 	if (unlikely(!q))
 		return;
-	r2cc_stat_add(&q->st.polled, 1);
+	r2cc_stat_add(&q->st->polled, 1);
 	if (unlikely(!ok))
-		r2cc_stat_add(&q->st.polled_err, 1);
+		r2cc_stat_add(&q->st->polled_err, 1);
 	else if (recv)
-		r2cc_stat_add(&q->st.bytes_polled, len);
+		r2cc_stat_add(&q->st->bytes_polled, len);
 }
 
 static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)

@@ -36,6 +36,16 @@ static void on_async(int fd, void *arg)
 	}
 }
 
+/* Copy @rail's health into the status record r2cc-ctl reads. */
+static void publish(int rail)
+{
+	struct r2cc_health_info h = r2cc_health_get(rail);
+
+	r2cc_status_rail(rail, ibv_get_device_name(r2cc_shim.dev[rail].dev),
+			 r2cc_shim.dev[rail].netdev, h.state, h.cause,
+			 h.since_ns, h.downs, h.ups);
+}
+
 static void on_change(int rail, enum r2cc_rail_state state,
 		      enum r2cc_health_cause cause, void *arg)
 {
@@ -50,6 +60,7 @@ static void on_change(int rail, enum r2cc_rail_state state,
 		  r2cc_shim.dev[rail].netdev, r2cc_rail_state_name(state),
 		  r2cc_health_cause_name(cause), (long long)ts.tv_sec,
 		  ts.tv_nsec / 1000);
+	publish(rail);
 }
 
 void r2cc_shim_health_start(void)
@@ -63,6 +74,7 @@ void r2cc_shim_health_start(void)
 		if (r2cc_health_add_rail(r, ibv_get_device_name(d->dev),
 					 d->netdev))
 			continue;
+		publish(r);
 		ctx = r2cc_rail_ctx(r);
 		if (!ctx)
 			continue;

@@ -84,6 +84,9 @@ static int start(void)
 	map_rails(ri, nri);
 	r2cc_info("%d RDMA device(s), %d rail(s) usable", r2cc_shim.ndev,
 		  r2cc_shim.nrail);
+	ret = r2cc_status_open();
+	if (ret)
+		r2cc_warn("no status record for r2cc-ctl: %s", strerror(-ret));
 	r2cc_shim_health_start();
 	return 0;
 }
@@ -121,6 +124,7 @@ __attribute__((destructor)) static void r2cc_shim_exit(void)
 	r2cc_health_stop();
 	if (r2cc_shim.cfg.stats_file[0])
 		r2cc_stats_write();
+	r2cc_status_close();
 out:
 	errno = saved;
 }

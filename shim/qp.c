@@ -65,7 +65,7 @@ static void batch_done(struct r2cc_wr_recorder *rec, void *arg)
 	unsigned int i;
 
 	for (i = 0; i < rec->committed; i++)
-		r2cc_stat_wr(&((struct r2cc_qp *)arg)->st, &rec->wr[i]);
+		r2cc_stat_wr(((struct r2cc_qp *)arg)->st, &rec->wr[i]);
 }
 
 struct r2cc_wr_recorder *r2cc_wr_rec_of(struct ibv_qp_ex *qpx)
@@ -95,6 +95,15 @@ static void record_builders(struct r2cc_qp *q,
 	r2cc_wr_rec_patch(q->rec, qpx);
 }
 
+/* An r2cc_qp that was never registered. */
+static void qp_free(void *obj)
+{
+	struct r2cc_qp *q = obj;
+
+	r2cc_status_qp_del(q->slot);
+	free(q);
+}
+
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 			       enum ibv_qp_type type, bool has_srq,
 			       const struct ibv_qp_init_attr_ex *ax)
@@ -113,9 +122,11 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 		q->rail = c->rail;
 		snprintf(q->dev, sizeof(q->dev), "%s",
 			 ibv_get_device_name(c->ctx->device));
+		q->slot = r2cc_status_qp_add(q->qpn, type, q->rail, q->dev);
+		q->st = q->slot ? &q->slot->st : &q->st_own;
 	}
 	errno = saved;
-	if (!r2cc_obj_add(qp, q, R2CC_OBJ_QP, free))
+	if (!r2cc_obj_add(qp, q, R2CC_OBJ_QP, qp_free))
 		return qp;
 	r2cc_map_insert(&r2cc_shim.qpn, r2cc_qpn_key(c, q->qpn), q);
 	/* Only now: the builders find their recorder through the registry. */

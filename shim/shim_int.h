@@ -101,7 +101,11 @@ struct r2cc_qp {
 	struct ibv_qp_attr attr;
 	int attr_mask;
 	struct r2cc_wr_recorder *rec; /* owned; extended QPs only */
-	struct r2cc_qp_stats st;
+	/* Its counters: in its slot of the status record r2cc-ctl reads,
+	 * or in st_own (no slot, or destroyed: the slot is given back). */
+	struct r2cc_qp_stats *st;
+	struct r2cc_status_qp *slot; /* owned slot, or NULL */
+	struct r2cc_qp_stats st_own;
 };
 
 struct r2cc_cq {

@@ -44,11 +44,18 @@ void r2cc_stats_retire(struct r2cc_qp *q)
 {
 	r2cc_wr_rec_free(q->rec);
 	q->rec = NULL;
+	/* Keep the final counters, give the status slot back. */
+	if (q->slot) {
+		q->st_own = *q->st;
+		q->st = &q->st_own;
+		r2cc_status_qp_del(q->slot);
+		q->slot = NULL;
+	}
 	pthread_mutex_lock(&retired_lock);
 	if (nretired == RETIRED_MAX) {
 		struct r2cc_qp *old = retired[oldest];
 
-		fold(&folded, &old->st);
+		fold(&folded, old->st);
 		nfolded++;
 		free(old);
 		retired[oldest] = q;
@@ -85,7 +92,7 @@ static void put_qp(const struct r2cc_qp *q, int fd, bool live)
 
 	snprintf(what, sizeof(what), "qp dev=%s qpn=%u type=%s state=%s",
 		 q->dev, q->qpn, t, live ? "live" : "destroyed");
-	put_stats(fd, what, &q->st);
+	put_stats(fd, what, q->st);
 }
 
 static void put_live(void *val, void *arg)

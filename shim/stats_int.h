@@ -10,27 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Per-QP counters. Relaxed loads and stores, no RMW: exact for one
- * posting thread per QP (the verbs norm), approximate otherwise. */
-enum r2cc_op_stat {
-	R2CC_ST_SEND,
-	R2CC_ST_SEND_IMM,
-	R2CC_ST_WRITE,
-	R2CC_ST_WRITE_IMM,
-	R2CC_ST_READ,
-	R2CC_ST_ATOMIC,
-	R2CC_ST_OTHER,
-	R2CC_ST_NR
-};
-
-struct r2cc_qp_stats {
-	_Atomic uint64_t posted[R2CC_ST_NR];
-	_Atomic uint64_t posted_recv;
-	_Atomic uint64_t bytes_posted; /* sum of send-side SGE lengths */
-	_Atomic uint64_t polled; /* completions of this QP */
-	_Atomic uint64_t polled_err;
-	_Atomic uint64_t bytes_polled; /* byte_len of receive completions */
-};
+#include "policy.h"
 
 struct r2cc_qp;
 /* stats.c */

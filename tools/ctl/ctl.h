@@ -14,8 +14,8 @@ enum {
 	CTL_OK = 0,
 	CTL_ERR = 1, /* usage or failure */
 	CTL_NODEV = 2, /* no RDMA devices on this machine */
-	CTL_DOWN =
-		3, /* something is not healthy (a rail is down, bad config) */
+	CTL_DOWN = 3, /* not healthy: a rail down, a bad configuration */
+	CTL_NONE = 4, /* no process on this node runs r2cc */
 };
 
 struct ctl_opts {
@@ -46,5 +46,7 @@ void pr_newline(void);
 
 int rail_main(int argc, char **argv);
 int config_main(int argc, char **argv);
+int conn_main(int argc, char **argv);
+int metrics_main(int argc, char **argv);
 
 #endif /* R2CC_CTL_H */

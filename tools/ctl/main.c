@@ -14,6 +14,8 @@ struct ctl_opts ctl;
 static const struct ctl_cmd objects[] = {
 	{ NULL, rail_main, "rail show" },
 	{ "rail", rail_main, "rail health and inventory" },
+	{ "conn", conn_main, "connections of the processes running r2cc" },
+	{ "metrics", metrics_main, "counters in Prometheus text format" },
 	{ "config", config_main, "check a configuration" },
 	{ 0 },
 };

@@ -3,8 +3,9 @@
 # unmodified program under the shim on rail 1 while rail 0's carrier goes
 # down for 3 s and comes back; r2cc's log must show rail 0 down and up
 # again (carrier or port event, whichever came first), its statistics one
-# down and one up, and the program must be undisturbed. Prints the time
-# from the fault to its detection.
+# down and one up, and the program must be undisturbed; while the rail is
+# down, r2cc-ctl shows the program's QP and the rail down (JSON, Prometheus
+# text). Prints the time from the fault to its detection.
 # lab-timeout: 300
 
 SHIM=$BUILD/shim/libr2cc-shim.so
@@ -17,7 +18,13 @@ if [ "$NODE" = b ]; then
 		sleep 5
 		date +%s.%N > "$LAB/b.fault.down"
 		fault_carrier 0 down
-		sleep 3
+		sleep 1.5
+		# While rail 0 is down: what r2cc-ctl shows of the program.
+		CTL=$BUILD/tools/r2cc-ctl
+		"$CTL" -j conn show > "$LAB/b.ctl.conn.json" 2> "$LAB/b.ctl.err"
+		echo "exit $?" >> "$LAB/b.ctl.err"
+		"$CTL" metrics > "$LAB/b.ctl.metrics" 2>> "$LAB/b.ctl.err"
+		sleep 1.5
 		date +%s.%N > "$LAB/b.fault.up"
 		fault_clear 0
 	) &
@@ -48,3 +55,21 @@ done
 grep -q '^rail 0 dev=rxe0 .* downs=1 ups=1' "$ST" &&
 	check pass detect.stats "$(grep '^rail 0' "$ST")" ||
 	check fail detect.stats "$(grep '^rail 0' "$ST" || echo "no stats")"
+
+# What r2cc-ctl showed mid-fault, and that it removes nothing live.
+jq -e 'length >= 1 and any(.[]; .dev == "rxe1" and .posted > 0 and
+	.comm == "ibv_rc_pingpong")' "$LAB/b.ctl.conn.json" > /dev/null &&
+	check pass ctl.conn "$(jq -c '[.[] | {pid, qpn, dev, posted, polled}]' "$LAB/b.ctl.conn.json")" ||
+	check fail ctl.conn "$(cat "$LAB/b.ctl.conn.json" "$LAB/b.ctl.err")"
+if grep -q '^r2cc_rail_up{pid="[0-9]*",dev="rxe0"} 0$' "$LAB/b.ctl.metrics" &&
+	grep -q '^r2cc_rail_down_events_total{pid="[0-9]*",dev="rxe0"} 1$' "$LAB/b.ctl.metrics" &&
+	grep -q '^r2cc_wr_posted_total{.*dev="rxe1".*op="send"} [1-9]' "$LAB/b.ctl.metrics"; then
+	check pass ctl.metrics "rail rxe0 down, 1 down event, sends counted"
+else
+	check fail ctl.metrics "see b.ctl.metrics"
+fi
+# The program has exited: its record is gone, r2cc-ctl says so.
+"$BUILD/tools/r2cc-ctl" conn show > /dev/null 2>&1
+rc=$?
+[ $rc -eq 4 ] && check pass ctl.gone "no process running r2cc (exit 4)" ||
+	check fail ctl.gone "exit $rc after the program ended"

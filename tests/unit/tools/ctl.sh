@@ -1,9 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# ctl.sh R2CC_CTL FIXTURES: r2cc-ctl's grammar, text and JSON output (JSON
-# checked by jq), exit codes, and config check, against the sysfs fixtures.
+# ctl.sh R2CC_CTL FIXTURES STATUS_WRITER: r2cc-ctl's grammar, text and
+# JSON output (JSON checked by jq, Prometheus text by its grammar), exit
+# codes, config check against the sysfs fixtures, and conn show / metrics
+# against a live stand-in process and a stale record.
 set -u
-ctl=$1 fx=$2
+ctl=$1 fx=$2 writer=$3
 fail=0 n=0
 t() { # t NAME WANT_RC CMD...: run CMD, expect exit WANT_RC
 	local name=$1 want=$2 rc
@@ -52,5 +54,43 @@ t cfg-bad 3 env -u R2CC_CONFIG "$ctl" config check "$tmp/bad.conf" &&
 	{ has "$err" "log"; has "$err" "detect_ms"; has "$err" "2 problems"; }
 t cfg-env 0 env R2CC_LOG=info "$ctl" config check "$tmp/good.conf" &&
 	has "$out" "^log = info .*# env"
+# conn show / metrics: nobody running r2cc, then a live stand-in.
+export R2CC_STATUS_DIR=$tmp
+t conn-none 4 $ctl -j conn show &&
+	{ [ -s "$out" ] && { echo "FAIL conn-none: stdout not empty"; fail=1; }; has "$err" "no process"; }
+t metrics-none 4 $ctl metrics
+coproc W { "$writer"; }
+read -r _ wpid <&"${W[0]}"
+t conn 0 $ctl -j conn show &&
+	jq -e --argjson p "$wpid" 'length == 2 and all(.[]; .pid == $p)
+		and .[0].qpn == 257 and .[0].posted == 1000
+		and .[1].dev == "we\"ird\\dev" and .[1].polled_err == 2' \
+		"$out" > /dev/null || { echo "FAIL conn: $(cat "$out")"; fail=1; }
+t conn-pid 0 $ctl conn show pid "$wpid" && has "$out" "qpn 257"
+t conn-otherpid 4 $ctl conn show pid 1
+t conn-badpid 1 $ctl conn show pid x
+t metrics 0 $ctl metrics
+# Prometheus text: comments, or name{labels} value; families grouped.
+name='[a-zA-Z_:][a-zA-Z0-9_:]*'
+bad=$(grep -vE "^# (HELP|TYPE) $name .+\$|^$name\\{([a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\",?)+\\} [0-9]+\$" "$out")
+[ -z "$bad" ] || { echo "FAIL metrics grammar: $bad"; fail=1; }
+[ "$(grep -v '^#' "$out" | cut -d'{' -f1 | uniq | wc -l)" = 4 ] ||
+	{ echo "FAIL metrics: families not grouped"; fail=1; }
+has "$out" 'r2cc_rail_up{pid="'"$wpid"'",dev="mlx5_1"} 0'
+has "$out" 'r2cc_rail_down_events_total{pid="'"$wpid"'",dev="mlx5_1"} 3'
+has "$out" 'dev="we\\"ird\\\\dev",qpn="258",status="error"} 2'
+has "$out" 'op="write"} 1000'
+# The stand-in ends: its record goes with it.
+exec {W[1]}>&-
+wait "$W_PID"
+t conn-after 4 $ctl conn show
+# A record whose process is gone (kill -9: no cleanup) is not shown and
+# is removed.
+coproc W2 { "$writer"; }
+read -r _ w2pid <&"${W2[0]}"
+kill -9 "$w2pid"; wait "$W2_PID" 2>/dev/null || true
+[ -e "$tmp/r2cc.$(id -u).$w2pid" ] || { echo "FAIL: no record left by kill -9"; fail=1; }
+t conn-stale 4 $ctl conn show
+[ -e "$tmp/r2cc.$(id -u).$w2pid" ] && { echo "FAIL: stale record kept"; fail=1; }
 echo "ctl: $n cases"
 exit $fail

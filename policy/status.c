@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status.c - the node-local status record: the shim creates it (mode 0600,
+ * O_EXCL) and updates it in place; r2cc-ctl maps it read-only, checks it,
+ * and copies it out under the writer's seqlock. Removed at exit; a record
+ * left by a crash is recognised by its pid and start time.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+#define REC_SIZE                                               \
+	(sizeof(struct r2cc_status_hdr) +                      \
+	 R2CC_STATUS_RAILS * sizeof(struct r2cc_status_rail) + \
+	 R2CC_STATUS_QPS * sizeof(struct r2cc_status_qp))
+
+/* The writer's record. Only the opening thread sets these; slots are
+ * claimed with atomics, rails are written under lock. */
+static struct {
+	pthread_mutex_t lock; /* rails and the seqlock */
+	struct r2cc_status_hdr *hdr; /* mapped */
+	char path[128];
+	pid_t pid; /* the process that created it (not a forked child) */
+} ws = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+uint64_t r2cc_proc_starttime(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* The command may hold spaces and parentheses: count from the last
+	 * ')'. Field 3 follows it; the start time is field 22. */
+	p = strrchr(buf, ')');
+	for (i = 2; p && i < 22; i++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		sscanf(p + 1, "%llu", &st);
+	return st;
+}
+
+static void read_comm(char *buf, size_t size)
+{
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : 0;
+
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+}
+
+static const char *status_dir(void)
+{
+	const char *d = getenv("R2CC_STATUS_DIR");
+
+	return d && d[0] == '/' ? d : R2CC_STATUS_DIR;
+}
+
+static void fill_hdr(struct r2cc_status_hdr *h)
+{
+	h->sz = sizeof(*h);
+	h->version = R2CC_STATUS_VERSION;
+	memcpy(h->magic, R2CC_STATUS_MAGIC, sizeof(h->magic));
+	h->pid = (int32_t)getpid();
+	h->uid = (uint32_t)getuid();
+	h->starttime = r2cc_proc_starttime(getpid());
+	read_comm(h->comm, sizeof(h->comm));
+	h->nrails = R2CC_STATUS_RAILS;
+	h->rail_off = sizeof(*h);
+	h->rail_sz = sizeof(struct r2cc_status_rail);
+	h->qp_off = h->rail_off + R2CC_STATUS_RAILS * h->rail_sz;
+	h->qp_sz = sizeof(struct r2cc_status_qp);
+	h->nqps = R2CC_STATUS_QPS;
+}
+
+int r2cc_status_open(void)
+{
+	void *p;
+	int fd, err;
+
+	if (ws.hdr)
+		return -EBUSY;
+	snprintf(ws.path, sizeof(ws.path), "%s/r2cc.%u.%d", status_dir(),
+		 (unsigned int)getuid(), (int)getpid());
+	/* A record left by an earlier process with our pid is stale. */
+	unlink(ws.path);
+	fd = open(ws.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0600) || ftruncate(fd, (off_t)REC_SIZE)) {
+		err = -errno;
+		goto fail;
+	}
+	p = mmap(NULL, REC_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		goto fail;
+	}
+	close(fd);
+	fill_hdr(p);
+	ws.hdr = p;
+	ws.pid = getpid();
+	return 0;
+fail:
+	close(fd);
+	unlink(ws.path);
+	return err;
+}
+
+void r2cc_status_close(void)
+{
+	if (!ws.hdr || !ws.path[0])
+		return;
+	/* A forked child leaves its parent's record alone. The mapping
+	 * stays: at exit other threads may still be counting into it. */
+	if (getpid() == ws.pid)
+		unlink(ws.path);
+	ws.path[0] = '\0';
+}
+
+static struct r2cc_status_rail *rail_at(struct r2cc_status_hdr *h, int i)
+{
+	return (struct r2cc_status_rail *)((char *)h + h->rail_off +
+					   (size_t)i * h->rail_sz);
+}
+
+static struct r2cc_status_qp *qp_at(struct r2cc_status_hdr *h, uint32_t i)
+{
+	return (struct r2cc_status_qp *)((char *)h + h->qp_off +
+					 (size_t)i * h->qp_sz);
+}
+
+void r2cc_status_rail(int rail, const char *dev, const char *netdev,
+		      uint32_t state, uint32_t cause, uint64_t since_ns,
+		      uint64_t downs, uint64_t ups)
+{
+	struct r2cc_status_rail *r;
+
+	if (!ws.hdr || rail < 0 || rail >= R2CC_STATUS_RAILS)
+		return;
+	pthread_mutex_lock(&ws.lock);
+	atomic_fetch_add_explicit(&ws.hdr->gen, 1, memory_order_acq_rel);
+	r = rail_at(ws.hdr, rail);
+	snprintf(r->dev, sizeof(r->dev), "%s", dev ? dev : "");
+	snprintf(r->netdev, sizeof(r->netdev), "%s", netdev ? netdev : "");
+	r->state = state;
+	r->cause = cause;
+	r->since_ns = since_ns;
+	r->downs = downs;
+	r->ups = ups;
+	atomic_fetch_add_explicit(&ws.hdr->gen, 1, memory_order_release);
+	pthread_mutex_unlock(&ws.lock);
+}
+
+struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
+					  const char *dev)
+{
+	uint32_t i, zero;
+
+	if (!ws.hdr)
+		return NULL;
+	for (i = 0; i < ws.hdr->nqps; i++) {
+		struct r2cc_status_qp *q = qp_at(ws.hdr, i);
+
+		zero = 0;
+		/* Claim with 2 (being filled), publish with 1. */
+		if (!atomic_compare_exchange_strong(&q->used, &zero, 2))
+			continue;
+		memset(&q->st, 0, sizeof(q->st));
+		q->qpn = qpn;
+		q->type = type;
+		q->rail = rail;
+		snprintf(q->dev, sizeof(q->dev), "%s", dev ? dev : "");
+		atomic_store_explicit(&q->used, 1, memory_order_release);
+		return q;
+	}
+	atomic_fetch_add(&ws.hdr->qp_overflow, 1);
+	return NULL;
+}
+
+void r2cc_status_qp_del(struct r2cc_status_qp *slot)
+{
+	if (slot)
+		atomic_store_explicit(&slot->used, 0, memory_order_release);
+}
+
+/* Every size and offset of @h checked against what this reader knows and
+ * against @fsize, the file's size. */
+static bool hdr_ok(const struct r2cc_status_hdr *h, size_t fsize)
+{
+	return fsize >= sizeof(*h) && h->sz == sizeof(*h) &&
+	       h->version == R2CC_STATUS_VERSION &&
+	       !memcmp(h->magic, R2CC_STATUS_MAGIC, sizeof(h->magic)) &&
+	       h->nrails <= R2CC_STATUS_RAILS &&
+	       h->rail_sz == sizeof(struct r2cc_status_rail) &&
+	       h->qp_sz == sizeof(struct r2cc_status_qp) &&
+	       h->nqps <= R2CC_STATUS_QPS && h->rail_off == sizeof(*h) &&
+	       h->qp_off == h->rail_off + (uint64_t)h->nrails * h->rail_sz &&
+	       (uint64_t)h->qp_off + (uint64_t)h->nqps * h->qp_sz <= fsize;
+}
+
+/* Is the writer of @h still the process that made it? */
+static bool alive(const struct r2cc_status_hdr *h)
+{
+	if (h->pid <= 0 || (kill(h->pid, 0) && errno != EPERM))
+		return false;
+	return r2cc_proc_starttime(h->pid) == h->starttime;
+}
+
+static int copy_out(const struct r2cc_status_hdr *h,
+		    struct r2cc_status_snap *snap)
+{
+	uint32_t i, g1, g2, tries;
+
+	for (tries = 0; tries < 100; tries++) {
+		g1 = atomic_load_explicit(&h->gen, memory_order_acquire);
+		if (g1 & 1) {
+			usleep(1000);
+			continue;
+		}
+		memcpy(snap->rails, (const char *)h + h->rail_off,
+		       (size_t)h->nrails * h->rail_sz);
+		atomic_thread_fence(memory_order_acquire);
+		g2 = atomic_load_explicit(&h->gen, memory_order_relaxed);
+		if (g1 == g2)
+			break;
+	}
+	if (tries == 100)
+		return -EAGAIN;
+	snap->hdr = *h;
+	snap->qps = calloc(h->nqps ? h->nqps : 1, sizeof(*snap->qps));
+	if (!snap->qps)
+		return -ENOMEM;
+	for (i = 0; i < h->nqps; i++) {
+		const struct r2cc_status_qp *q =
+			(const void *)((const char *)h + h->qp_off +
+				       (size_t)i * h->qp_sz);
+
+		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1)
+			continue;
+		memcpy(&snap->qps[snap->nqps], q, sizeof(*q));
+		/* Freed while copied: drop it rather than show a mix. */
+		if (atomic_load_explicit(&q->used, memory_order_acquire) == 1)
+			snap->nqps++;
+	}
+	return 0;
+}
+
+int r2cc_status_read(const char *path, struct r2cc_status_snap *snap)
+{
+	struct stat sb;
+	void *p;
+	int fd, ret;
+
+	memset(snap, 0, sizeof(*snap));
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) ||
+	    (sb.st_uid != getuid() && getuid() != 0) || (sb.st_mode & 077)) {
+		close(fd);
+		return -EPERM;
+	}
+	if ((size_t)sb.st_size < sizeof(struct r2cc_status_hdr)) {
+		close(fd);
+		return -EBADMSG;
+	}
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	if (!hdr_ok(p, (size_t)sb.st_size))
+		ret = -EBADMSG;
+	else if (((struct r2cc_status_hdr *)p)->uid != sb.st_uid)
+		ret = -EBADMSG;
+	else if (!alive(p))
+		ret = -ESRCH;
+	else
+		ret = copy_out(p, snap);
+	munmap(p, (size_t)sb.st_size);
+	if (ret)
+		r2cc_status_snap_free(snap);
+	return ret;
+}
+
+void r2cc_status_snap_free(struct r2cc_status_snap *snap)
+{
+	free(snap->qps);
+	snap->qps = NULL;
+	snap->nqps = 0;
+}

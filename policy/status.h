@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status.h - part of policy.h: the node-local status each process running
+ * r2cc publishes for r2cc-ctl, a versioned shared-memory record readable
+ * by its owner (and root) only. The shim writes it; r2cc-ctl reads it.
+ */
+#ifndef R2CC_POLICY_STATUS_H
+#define R2CC_POLICY_STATUS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define R2CC_STATUS_VERSION 1
+#define R2CC_STATUS_MAGIC "r2ccstat"
+#define R2CC_STATUS_RAILS 16
+#define R2CC_STATUS_QPS 4096 /* QP slots per process */
+#define R2CC_STATUS_DIR "/dev/shm" /* R2CC_STATUS_DIR overrides (tests) */
+
+/* Per-QP counters, updated in place by the data path (relaxed). */
+enum r2cc_op_stat {
+	R2CC_ST_SEND,
+	R2CC_ST_SEND_IMM,
+	R2CC_ST_WRITE,
+	R2CC_ST_WRITE_IMM,
+	R2CC_ST_READ,
+	R2CC_ST_ATOMIC,
+	R2CC_ST_OTHER,
+	R2CC_ST_NR
+};
+struct r2cc_qp_stats {
+	_Atomic uint64_t posted[R2CC_ST_NR];
+	_Atomic uint64_t posted_recv;
+	_Atomic uint64_t bytes_posted; /* sum of send-side SGE lengths */
+	_Atomic uint64_t polled; /* completions of this QP */
+	_Atomic uint64_t polled_err;
+	_Atomic uint64_t bytes_polled; /* byte_len of receive completions */
+};
+
+struct r2cc_status_rail {
+	char dev[64];
+	char netdev[16];
+	uint32_t state; /* enum r2cc_rail_state */
+	uint32_t cause; /* enum r2cc_health_cause of the last change */
+	uint64_t since_ns, downs, ups;
+};
+
+struct r2cc_status_qp {
+	_Atomic uint32_t used; /* 0 free, 1 in use: set last, cleared first */
+	uint32_t qpn;
+	uint32_t type; /* enum ibv_qp_type */
+	int32_t rail; /* index into rails, -1 unknown */
+	char dev[64];
+	struct r2cc_qp_stats st;
+};
+
+/* The record: a header, then the rails, then the QP slots. Every size and
+ * offset is in the header, so a reader can check it before using it. */
+struct r2cc_status_hdr {
+	uint32_t sz; /* sizeof(struct r2cc_status_hdr) */
+	uint32_t version;
+	char magic[8];
+	int32_t pid;
+	uint32_t uid;
+	uint64_t starttime; /* /proc/PID/stat field 22: tells pid reuse */
+	char comm[16];
+	/* Odd while the writer changes a rail; readers retry (seqlock). */
+	_Atomic uint32_t gen;
+	uint32_t nrails;
+	uint32_t rail_off, rail_sz;
+	uint32_t qp_off, qp_sz, nqps;
+	_Atomic uint64_t qp_overflow; /* QPs that found no free slot */
+};
+
+/* Writer (the shim). All return 0 or -errno unless said otherwise. */
+int r2cc_status_open(void);
+/* Remove the record (at exit); the mapping stays for threads still
+ * counting into it. Safe if not open. */
+void r2cc_status_close(void);
+void r2cc_status_rail(int rail, const char *dev, const char *netdev,
+		      uint32_t state, uint32_t cause, uint64_t since_ns,
+		      uint64_t downs, uint64_t ups);
+/* A slot for a new QP, or NULL (not open, or all in use: counted). */
+struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
+					  const char *dev);
+void r2cc_status_qp_del(struct r2cc_status_qp *slot);
+
+/* Reader (r2cc-ctl): one process's record, copied consistently. */
+struct r2cc_status_snap {
+	struct r2cc_status_hdr hdr;
+	struct r2cc_status_rail rails[R2CC_STATUS_RAILS];
+	struct r2cc_status_qp *qps; /* owned: nqps copies, used ones only */
+	uint32_t nqps;
+};
+/**
+ * r2cc_status_read() - read the record at @path
+ * @path: a file in the status directory
+ * @snap: filled; free with r2cc_status_snap_free()
+ * Refuses what another user owns (unless root), what fails any check of
+ * the header, and a record whose process is gone or whose pid now names
+ * another process (-ESRCH: stale; the caller may remove it).
+ * Return: 0, -ESRCH, -EPERM, -EBADMSG, -EAGAIN (torn: writer mid-update
+ * for 100 tries) or -errno from open/mmap.
+ */
+int r2cc_status_read(const char *path, struct r2cc_status_snap *snap);
+void r2cc_status_snap_free(struct r2cc_status_snap *snap);
+/* /proc/PID/stat field 22 (start time in clock ticks), 0 if unknown */
+uint64_t r2cc_proc_starttime(pid_t pid);
+
+#endif /* R2CC_POLICY_STATUS_H */

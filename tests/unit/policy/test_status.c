@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_status.c - the status record r2cc-ctl reads: a round trip through
+ * shared memory, its permissions, records of dead processes (also one that
+ * died mid-update), a writer caught mid-update, and hostile files.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+static char dir[] = "/tmp/r2cc-status-XXXXXX";
+static char path[256];
+
+static void setup(void)
+{
+	cr_assert_not_null(mkdtemp(dir));
+	setenv("R2CC_STATUS_DIR", dir, 1);
+	snprintf(path, sizeof(path), "%s/r2cc.%u.%d", dir,
+		 (unsigned int)getuid(), (int)getpid());
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(status, .init = setup, .fini = teardown, .timeout = 10);
+
+Test(status, round_trip)
+{
+	struct r2cc_status_snap s;
+	struct r2cc_status_qp *a, *b;
+	struct stat sb;
+
+	cr_assert_eq(r2cc_status_open(), 0);
+	cr_assert_eq(r2cc_status_open(), -EBUSY);
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(sb.st_mode & 0777, 0600, "owner only");
+	r2cc_status_rail(1, "rxe1", "eth1", R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER,
+			 5, 1, 0);
+	a = r2cc_status_qp_add(0x12, 2, 0, "rxe0");
+	b = r2cc_status_qp_add(0x13, 2, 1, "rxe1");
+	cr_assert(a && b && a != b);
+	a->st.posted[R2CC_ST_WRITE] = 200;
+	a->st.polled = 13;
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	cr_assert_eq(s.hdr.pid, getpid());
+	cr_assert_str_eq(s.rails[1].dev, "rxe1");
+	cr_assert_eq(s.rails[1].state, R2CC_RAIL_DOWN);
+	cr_assert_eq(s.rails[1].downs, 1);
+	cr_assert_eq(s.nqps, 2);
+	cr_assert_eq(s.qps[0].qpn, 0x12);
+	cr_assert_eq(s.qps[0].st.posted[R2CC_ST_WRITE], 200);
+	cr_assert_str_eq(s.qps[1].dev, "rxe1");
+	r2cc_status_snap_free(&s);
+	r2cc_status_qp_del(a);
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	cr_assert_eq(s.nqps, 1);
+	cr_assert_eq(s.qps[0].qpn, 0x13);
+	r2cc_status_snap_free(&s);
+	r2cc_status_close();
+	cr_assert_eq(access(path, F_OK), -1, "removed at close");
+}
+
+Test(status, refuses_loose_modes_and_garbage)
+{
+	struct r2cc_status_snap s;
+	char bad[300];
+	int fd;
+
+	cr_assert_eq(r2cc_status_open(), 0);
+	cr_assert_eq(chmod(path, 0644), 0);
+	cr_assert_eq(r2cc_status_read(path, &s), -EPERM);
+	cr_assert_eq(chmod(path, 0600), 0);
+	/* Not a record: wrong magic; too short; a symlink. */
+	snprintf(bad, sizeof(bad), "%s/r2cc.0.1", dir);
+	fd = open(bad, O_CREAT | O_WRONLY, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	cr_assert_eq(r2cc_status_read(bad, &s), -EBADMSG);
+	cr_assert_eq(truncate(bad, 8), 0);
+	cr_assert_eq(r2cc_status_read(bad, &s), -EBADMSG);
+	unlink(bad);
+	cr_assert_eq(symlink(path, bad), 0);
+	cr_assert_eq(r2cc_status_read(bad, &s), -ELOOP);
+	/* A record cut short after its header. */
+	cr_assert_eq(truncate(path, 4096), 0);
+	cr_assert_eq(r2cc_status_read(path, &s), -EBADMSG);
+}
+
+/* Flip the writer's seqlock of the record at @p, as a writer does while
+ * it changes a rail. */
+static void gen_bump(const char *p)
+{
+	struct r2cc_status_hdr *h;
+	int fd = open(p, O_RDWR);
+
+	cr_assert_geq(fd, 0);
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	cr_assert_neq(h, MAP_FAILED);
+	atomic_fetch_add(&h->gen, 1);
+	munmap(h, sizeof(*h));
+	close(fd);
+}
+
+Test(status, dead_process_mid_update_is_stale)
+{
+	struct r2cc_status_snap s;
+	char child[256];
+	pid_t pid;
+	int st;
+
+	pid = fork();
+	if (pid == 0) {
+		char mine[256];
+
+		if (r2cc_status_open())
+			_exit(1);
+		r2cc_status_qp_add(7, 2, 0, "rxe0");
+		snprintf(mine, sizeof(mine), "%s/r2cc.%u.%d", dir,
+			 (unsigned int)getuid(), (int)getpid());
+		gen_bump(mine); /* "crashes" in the middle of an update */
+		_exit(0); /* no r2cc_status_close(): the record stays */
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert_eq(WEXITSTATUS(st), 0);
+	snprintf(child, sizeof(child), "%s/r2cc.%u.%d", dir,
+		 (unsigned int)getuid(), (int)pid);
+	cr_assert_eq(access(child, F_OK), 0, "left behind");
+	cr_assert_eq(r2cc_status_read(child, &s), -ESRCH, "never live");
+}
+
+Test(status, live_writer_mid_update_times_out)
+{
+	struct r2cc_status_snap s;
+
+	cr_assert_eq(r2cc_status_open(), 0);
+	gen_bump(path);
+	cr_assert_eq(r2cc_status_read(path, &s), -EAGAIN);
+	gen_bump(path);
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	r2cc_status_snap_free(&s);
+}
+
+Test(status, starttime_tells_pid_reuse)
+{
+	cr_assert_gt(r2cc_proc_starttime(getpid()), 0);
+	cr_assert_eq(r2cc_proc_starttime(0x7ffffff0), 0);
+}

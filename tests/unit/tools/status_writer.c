@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status_writer.c - a stand-in for a process running r2cc, for ctl.sh:
+ * publishes a status record with two rails and two QPs (one with a
+ * quote in its device name, to test escaping), prints "ready", then
+ * waits until stdin closes.
+ */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+int main(void)
+{
+	struct r2cc_status_qp *a, *b;
+	char c;
+
+	if (r2cc_status_open())
+		return 1;
+	r2cc_status_rail(0, "mlx5_0", "", R2CC_RAIL_UP, R2CC_CAUSE_NONE, 1, 0,
+			 0);
+	r2cc_status_rail(1, "mlx5_1", "", R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER, 2,
+			 3, 2);
+	a = r2cc_status_qp_add(0x101, 2, 0, "mlx5_0");
+	b = r2cc_status_qp_add(0x102, 2, 1, "we\"ird\\dev");
+	if (!a || !b)
+		return 1;
+	a->st.posted[R2CC_ST_WRITE] = 1000;
+	a->st.polled = 63;
+	b->st.posted[R2CC_ST_SEND] = 7;
+	b->st.polled = 9;
+	b->st.polled_err = 2;
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+	r2cc_status_close();
+	return 0;
+}

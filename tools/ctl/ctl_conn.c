@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctl_conn.c - what the processes running r2cc on this node publish
+ * (policy/status.c): `conn show [pid PID]` lists their QPs with counters,
+ * `metrics` prints the same in Prometheus text format. Records left by
+ * processes that are gone are never shown (and removed when ours).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "policy.h"
+
+static const char *dir(void)
+{
+	const char *d = getenv("R2CC_STATUS_DIR");
+
+	return d && d[0] == '/' ? d : R2CC_STATUS_DIR;
+}
+
+/* The live records (of @pid only if it is > 0), in *@out; the stale ones
+ * of crashed processes of ours are removed. Returns how many, or -errno. */
+static int collect(long pid, struct r2cc_status_snap **out)
+{
+	struct r2cc_status_snap *v = NULL, *nv;
+	char path[512], prefix[32];
+	struct dirent *de;
+	int n = 0, ret;
+	DIR *d;
+
+	*out = NULL;
+	d = opendir(dir());
+	if (!d)
+		return -errno;
+	/* Ours only, unless root (who may read everyone's). */
+	snprintf(prefix, sizeof(prefix), "r2cc.%u.", (unsigned int)getuid());
+	if (!getuid())
+		strcpy(prefix, "r2cc.");
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)))
+			continue;
+		if (pid > 0 && atol(strrchr(de->d_name, '.') + 1) != pid)
+			continue;
+		nv = realloc(v, (size_t)(n + 1) * sizeof(*v));
+		if (!nv)
+			break;
+		v = nv;
+		snprintf(path, sizeof(path), "%s/%s", dir(), de->d_name);
+		ret = r2cc_status_read(path, &v[n]);
+		if (ret == -ESRCH) {
+			unlink(path); /* a crashed process's: stale */
+			continue;
+		}
+		if (ret) {
+			fprintf(stderr, "r2cc-ctl: %s: %s\n", path,
+				ret == -EBADMSG ? "not a valid r2cc record" :
+						  strerror(-ret));
+			continue;
+		}
+		n++;
+	}
+	closedir(d);
+	*out = v;
+	return n;
+}
+
+static void release(struct r2cc_status_snap *v, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		r2cc_status_snap_free(&v[i]);
+	free(v);
+}
+
+/* Nothing to show: say so, print nothing on standard output. */
+static int none(int n, long pid)
+{
+	if (n < 0) {
+		fprintf(stderr, "r2cc-ctl: %s: %s\n", dir(), strerror(-n));
+		return CTL_ERR;
+	}
+	fprintf(stderr, "r2cc-ctl: no process %s running r2cc\n",
+		pid > 0 ? "of that pid is" : "is");
+	return CTL_NONE;
+}
+
+static const char *type_name(uint32_t t)
+{
+	return t == 2 ? "RC" : t == 3 ? "UC" : t == 4 ? "UD" : "other";
+}
+
+static uint64_t sum_posted(const struct r2cc_qp_stats *st)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < R2CC_ST_NR; i++)
+		n += st->posted[i];
+	return n;
+}
+
+static void show_proc(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nqps; i++) {
+		const struct r2cc_status_qp *q = &s->qps[i];
+
+		pr_begin_obj();
+		pr_int("pid", "pid %-7lld", s->hdr.pid);
+		pr_str("comm", " %-15s", s->hdr.comm);
+		pr_int("qpn", " qpn %-6lld", q->qpn);
+		pr_str("dev", " %s", q->dev);
+		pr_str("type", " %s", type_name(q->type));
+		pr_int("rail", " rail %lld", q->rail);
+		pr_int("posted", " posted %lld", (long long)sum_posted(&q->st));
+		pr_int("posted_recv", " recv %lld",
+		       (long long)q->st.posted_recv);
+		pr_int("polled", " polled %lld", (long long)q->st.polled);
+		pr_int("polled_err", " errors %lld",
+		       (long long)q->st.polled_err);
+		pr_int("bytes_posted", " bytes %lld",
+		       (long long)q->st.bytes_posted);
+		pr_end_obj();
+		pr_newline();
+	}
+}
+
+static long parse_pid(int argc, char **argv)
+{
+	char *end;
+	long pid;
+
+	if (argc == 0)
+		return 0;
+	if (argc != 2 || strcmp(argv[0], "pid"))
+		return -1;
+	pid = strtol(argv[1], &end, 10);
+	return *end || pid <= 0 ? -1 : pid;
+}
+
+static int show(int argc, char **argv)
+{
+	long pid = parse_pid(argc, argv);
+	struct r2cc_status_snap *v;
+	int n, i;
+
+	if (pid < 0) {
+		fprintf(stderr, "usage: r2cc-ctl conn show [pid PID]\n");
+		return CTL_ERR;
+	}
+	n = collect(pid, &v);
+	if (n <= 0) {
+		free(v);
+		return none(n, pid);
+	}
+	pr_begin_list();
+	for (i = 0; i < n; i++)
+		show_proc(&v[i]);
+	pr_end_list();
+	release(v, n);
+	return CTL_OK;
+}
+
+static const struct ctl_cmd cmds[] = {
+	{ NULL, show, "" },
+	{ "show", show, "[pid PID]  the QPs of processes running r2cc" },
+	{ 0 },
+};
+
+int conn_main(int argc, char **argv)
+{
+	return ctl_exec("conn", cmds, argc, argv);
+}
+
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void label(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			printf("\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", stdout);
+		else
+			putchar(*s);
+	}
+}
+
+static void qp_labels(const struct r2cc_status_snap *s,
+		      const struct r2cc_status_qp *q)
+{
+	printf("{pid=\"%d\",comm=\"", s->hdr.pid);
+	label(s->hdr.comm);
+	printf("\",dev=\"");
+	label(q->dev);
+	printf("\",qpn=\"%u\"", q->qpn);
+}
+
+static const char *const ops[R2CC_ST_NR] = { "send",	  "send_imm", "write",
+					     "write_imm", "read",     "atomic",
+					     "other" };
+
+/* Prometheus wants each family's samples together: one pass per family. */
+static void fam_posted(const struct r2cc_status_snap *s)
+{
+	uint32_t i, j;
+
+	for (i = 0; i < s->nqps; i++)
+		for (j = 0; j < R2CC_ST_NR; j++) {
+			printf("r2cc_wr_posted_total");
+			qp_labels(s, &s->qps[i]);
+			printf(",op=\"%s\"} %llu\n", ops[j],
+			       (unsigned long long)s->qps[i].st.posted[j]);
+		}
+}
+
+static void fam_completions(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nqps; i++) {
+		const struct r2cc_qp_stats *st = &s->qps[i].st;
+
+		printf("r2cc_completions_total");
+		qp_labels(s, &s->qps[i]);
+		printf(",status=\"success\"} %llu\n",
+		       (unsigned long long)(st->polled - st->polled_err));
+		printf("r2cc_completions_total");
+		qp_labels(s, &s->qps[i]);
+		printf(",status=\"error\"} %llu\n",
+		       (unsigned long long)st->polled_err);
+	}
+}
+
+static void rail_labels(const struct r2cc_status_snap *s,
+			const struct r2cc_status_rail *r)
+{
+	printf("{pid=\"%d\",dev=\"", s->hdr.pid);
+	label(r->dev);
+	printf("\"}");
+}
+
+static void fam_rail_up(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->hdr.nrails; i++)
+		if (s->rails[i].dev[0]) {
+			printf("r2cc_rail_up");
+			rail_labels(s, &s->rails[i]);
+			printf(" %d\n", s->rails[i].state == R2CC_RAIL_UP);
+		}
+}
+
+static void fam_rail_downs(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->hdr.nrails; i++)
+		if (s->rails[i].dev[0]) {
+			printf("r2cc_rail_down_events_total");
+			rail_labels(s, &s->rails[i]);
+			printf(" %llu\n",
+			       (unsigned long long)s->rails[i].downs);
+		}
+}
+
+static const struct family {
+	const char *name, *type, *help;
+	void (*fn)(const struct r2cc_status_snap *s);
+} families[] = {
+	{ "r2cc_wr_posted_total", "counter",
+	  "Work requests posted through r2cc, by QP and opcode.", fam_posted },
+	{ "r2cc_completions_total", "counter",
+	  "Completions polled through r2cc, by QP and status.",
+	  fam_completions },
+	{ "r2cc_rail_up", "gauge", "1 when the process sees the rail up.",
+	  fam_rail_up },
+	{ "r2cc_rail_down_events_total", "counter",
+	  "Times the process saw the rail go down.", fam_rail_downs },
+};
+
+int metrics_main(int argc, char **argv)
+{
+	struct r2cc_status_snap *v;
+	size_t f;
+	int n, i;
+
+	(void)argv;
+	if (argc) {
+		fprintf(stderr, "usage: r2cc-ctl metrics\n");
+		return CTL_ERR;
+	}
+	n = collect(0, &v);
+	if (n <= 0) {
+		free(v);
+		return none(n, 0);
+	}
+	for (f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+		printf("# HELP %s %s\n# TYPE %s %s\n", families[f].name,
+		       families[f].help, families[f].name, families[f].type);
+		for (i = 0; i < n; i++)
+			families[f].fn(&v[i]);
+	}
+	release(v, n);
+	return CTL_OK;
+}
