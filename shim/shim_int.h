@@ -112,7 +112,6 @@ struct r2cc_cq {
 	enum r2cc_obj_type type;
 	struct ibv_cq *cq; /* borrowed: the program's */
 	struct r2cc_ctx *ctx; /* borrowed */
-	struct r2cc_qp *last; /* last QP seen in a completion (cache) */
 	/* Extended CQs: the provider's poll functions. */
 	int (*start_poll)(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr);
 	int (*next_poll)(struct ibv_cq_ex *cq);
