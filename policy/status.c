@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "policy.h"
@@ -22,7 +23,8 @@
 #define REC_SIZE                                               \
 	(sizeof(struct r2cc_status_hdr) +                      \
 	 R2CC_STATUS_RAILS * sizeof(struct r2cc_status_rail) + \
-	 R2CC_STATUS_QPS * sizeof(struct r2cc_status_qp))
+	 R2CC_STATUS_QPS * sizeof(struct r2cc_status_qp) +     \
+	 R2CC_STATUS_EVENTS * sizeof(struct r2cc_status_event))
 
 /* The writer's record. Only the opening thread sets these; slots are
  * claimed with atomics, rails are written under lock. */
@@ -95,6 +97,9 @@ static void fill_hdr(struct r2cc_status_hdr *h)
 	h->qp_off = h->rail_off + R2CC_STATUS_RAILS * h->rail_sz;
 	h->qp_sz = sizeof(struct r2cc_status_qp);
 	h->nqps = R2CC_STATUS_QPS;
+	h->ev_off = h->qp_off + R2CC_STATUS_QPS * h->qp_sz;
+	h->ev_sz = sizeof(struct r2cc_status_event);
+	h->nev = R2CC_STATUS_EVENTS;
 }
 
 int r2cc_status_open(void)
@@ -177,6 +182,33 @@ void r2cc_status_rail(int rail, const char *dev, const char *netdev,
 	pthread_mutex_unlock(&ws.lock);
 }
 
+static struct r2cc_status_event *ev_at(struct r2cc_status_hdr *h, uint64_t i)
+{
+	return (struct r2cc_status_event *)((char *)h + h->ev_off +
+					    (size_t)(i % h->nev) * h->ev_sz);
+}
+
+void r2cc_status_event(int rail, uint32_t state, uint32_t cause)
+{
+	struct r2cc_status_event *e;
+	struct timespec ts;
+
+	if (!ws.hdr)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	pthread_mutex_lock(&ws.lock);
+	atomic_fetch_add_explicit(&ws.hdr->gen, 1, memory_order_acq_rel);
+	e = ev_at(ws.hdr, ws.hdr->events);
+	e->realtime_ns =
+		(uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	e->rail = rail;
+	e->state = state;
+	e->cause = cause;
+	ws.hdr->events++;
+	atomic_fetch_add_explicit(&ws.hdr->gen, 1, memory_order_release);
+	pthread_mutex_unlock(&ws.lock);
+}
+
 struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 					  const char *dev)
 {
@@ -221,7 +253,10 @@ static bool hdr_ok(const struct r2cc_status_hdr *h, size_t fsize)
 	       h->qp_sz == sizeof(struct r2cc_status_qp) &&
 	       h->nqps <= R2CC_STATUS_QPS && h->rail_off == sizeof(*h) &&
 	       h->qp_off == h->rail_off + (uint64_t)h->nrails * h->rail_sz &&
-	       (uint64_t)h->qp_off + (uint64_t)h->nqps * h->qp_sz <= fsize;
+	       h->ev_sz == sizeof(struct r2cc_status_event) && h->nev >= 1 &&
+	       h->nev <= R2CC_STATUS_EVENTS &&
+	       h->ev_off == h->qp_off + (uint64_t)h->nqps * h->qp_sz &&
+	       (uint64_t)h->ev_off + (uint64_t)h->nev * h->ev_sz <= fsize;
 }
 
 /* Is the writer of @h still the process that made it? */
@@ -230,6 +265,21 @@ static bool alive(const struct r2cc_status_hdr *h)
 	if (h->pid <= 0 || (kill(h->pid, 0) && errno != EPERM))
 		return false;
 	return r2cc_proc_starttime(h->pid) == h->starttime;
+}
+
+/* The ring's events, oldest first (caller holds the seqlock read). */
+static void copy_events(const struct r2cc_status_hdr *h,
+			struct r2cc_status_snap *snap)
+{
+	uint64_t total = h->events, first, i;
+
+	first = total > h->nev ? total - h->nev : 0;
+	snap->nev = 0;
+	for (i = first; i < total; i++)
+		memcpy(&snap->ev[snap->nev++],
+		       (const char *)h + h->ev_off +
+			       (size_t)(i % h->nev) * h->ev_sz,
+		       sizeof(snap->ev[0]));
 }
 
 static int copy_out(const struct r2cc_status_hdr *h,
@@ -245,6 +295,7 @@ static int copy_out(const struct r2cc_status_hdr *h,
 		}
 		memcpy(snap->rails, (const char *)h + h->rail_off,
 		       (size_t)h->nrails * h->rail_sz);
+		copy_events(h, snap);
 		atomic_thread_fence(memory_order_acquire);
 		g2 = atomic_load_explicit(&h->gen, memory_order_relaxed);
 		if (g1 == g2)

@@ -15,6 +15,7 @@
 #define R2CC_STATUS_MAGIC "r2ccstat"
 #define R2CC_STATUS_RAILS 16
 #define R2CC_STATUS_QPS 4096 /* QP slots per process */
+#define R2CC_STATUS_EVENTS 64 /* the last events kept, a ring */
 #define R2CC_STATUS_DIR "/dev/shm" /* R2CC_STATUS_DIR overrides (tests) */
 
 /* Per-QP counters, updated in place by the data path (relaxed). */
@@ -45,6 +46,15 @@ struct r2cc_status_rail {
 	uint64_t since_ns, downs, ups;
 };
 
+/* Something that happened to a rail (later: failovers, failbacks). */
+struct r2cc_status_event {
+	uint64_t realtime_ns; /* CLOCK_REALTIME */
+	int32_t rail;
+	uint32_t state; /* enum r2cc_rail_state */
+	uint32_t cause; /* enum r2cc_health_cause */
+	uint32_t rsv;
+};
+
 struct r2cc_status_qp {
 	_Atomic uint32_t used; /* 0 free, 1 in use: set last, cleared first */
 	uint32_t qpn;
@@ -64,12 +74,16 @@ struct r2cc_status_hdr {
 	uint32_t uid;
 	uint64_t starttime; /* /proc/PID/stat field 22: tells pid reuse */
 	char comm[16];
-	/* Odd while the writer changes a rail; readers retry (seqlock). */
+	/* Odd while the writer changes a rail or adds an event; readers
+	 * retry (seqlock). */
 	_Atomic uint32_t gen;
 	uint32_t nrails;
 	uint32_t rail_off, rail_sz;
 	uint32_t qp_off, qp_sz, nqps;
 	_Atomic uint64_t qp_overflow; /* QPs that found no free slot */
+	uint32_t ev_off, ev_sz, nev; /* the event ring, after the QP slots */
+	uint32_t rsv;
+	uint64_t events; /* events ever added; the last nev are in the ring */
 };
 
 /* Writer (the shim). All return 0 or -errno unless said otherwise. */
@@ -84,11 +98,14 @@ void r2cc_status_rail(int rail, const char *dev, const char *netdev,
 struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 					  const char *dev);
 void r2cc_status_qp_del(struct r2cc_status_qp *slot);
+void r2cc_status_event(int rail, uint32_t state, uint32_t cause);
 
 /* Reader (r2cc-ctl): one process's record, copied consistently. */
 struct r2cc_status_snap {
 	struct r2cc_status_hdr hdr;
 	struct r2cc_status_rail rails[R2CC_STATUS_RAILS];
+	struct r2cc_status_event ev[R2CC_STATUS_EVENTS]; /* oldest first */
+	uint32_t nev;
 	struct r2cc_status_qp *qps; /* owned: nqps copies, used ones only */
 	uint32_t nqps;
 };

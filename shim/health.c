@@ -61,6 +61,7 @@ static void on_change(int rail, enum r2cc_rail_state state,
 		  r2cc_health_cause_name(cause), (long long)ts.tv_sec,
 		  ts.tv_nsec / 1000);
 	publish(rail);
+	r2cc_status_event(rail, state, cause);
 }
 
 void r2cc_shim_health_start(void)

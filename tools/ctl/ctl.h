@@ -44,9 +44,20 @@ void pr_str(const char *key, const char *fmt_text, const char *val);
 void pr_int(const char *key, const char *fmt_text, long long val);
 void pr_newline(void);
 
+/* records.c: the live status records (of @pid only if > 0) in *@out;
+ * returns how many or -errno. ctl_none() reports "none" (or the error)
+ * and returns the exit code. */
+struct r2cc_status_snap;
+const char *ctl_status_dir(void);
+int ctl_collect(long pid, struct r2cc_status_snap **out);
+void ctl_release(struct r2cc_status_snap *v, int n);
+int ctl_none(int n, long pid);
+long ctl_parse_pid(int argc, char **argv); /* [pid PID]: 0 none, -1 bad */
+
 int rail_main(int argc, char **argv);
 int config_main(int argc, char **argv);
 int conn_main(int argc, char **argv);
 int metrics_main(int argc, char **argv);
+int events_main(int argc, char **argv);
 
 #endif /* R2CC_CTL_H */

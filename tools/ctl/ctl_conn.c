@@ -5,7 +5,6 @@
  * `metrics` prints the same in Prometheus text format. Records left by
  * processes that are gone are never shown (and removed when ours).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,80 +13,6 @@
 
 #include "ctl.h"
 #include "policy.h"
-
-static const char *dir(void)
-{
-	const char *d = getenv("R2CC_STATUS_DIR");
-
-	return d && d[0] == '/' ? d : R2CC_STATUS_DIR;
-}
-
-/* The live records (of @pid only if it is > 0), in *@out; the stale ones
- * of crashed processes of ours are removed. Returns how many, or -errno. */
-static int collect(long pid, struct r2cc_status_snap **out)
-{
-	struct r2cc_status_snap *v = NULL, *nv;
-	char path[512], prefix[32];
-	struct dirent *de;
-	int n = 0, ret;
-	DIR *d;
-
-	*out = NULL;
-	d = opendir(dir());
-	if (!d)
-		return -errno;
-	/* Ours only, unless root (who may read everyone's). */
-	snprintf(prefix, sizeof(prefix), "r2cc.%u.", (unsigned int)getuid());
-	if (!getuid())
-		strcpy(prefix, "r2cc.");
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, prefix, strlen(prefix)))
-			continue;
-		if (pid > 0 && atol(strrchr(de->d_name, '.') + 1) != pid)
-			continue;
-		nv = realloc(v, (size_t)(n + 1) * sizeof(*v));
-		if (!nv)
-			break;
-		v = nv;
-		snprintf(path, sizeof(path), "%s/%s", dir(), de->d_name);
-		ret = r2cc_status_read(path, &v[n]);
-		if (ret == -ESRCH) {
-			unlink(path); /* a crashed process's: stale */
-			continue;
-		}
-		if (ret) {
-			fprintf(stderr, "r2cc-ctl: %s: %s\n", path,
-				ret == -EBADMSG ? "not a valid r2cc record" :
-						  strerror(-ret));
-			continue;
-		}
-		n++;
-	}
-	closedir(d);
-	*out = v;
-	return n;
-}
-
-static void release(struct r2cc_status_snap *v, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		r2cc_status_snap_free(&v[i]);
-	free(v);
-}
-
-/* Nothing to show: say so, print nothing on standard output. */
-static int none(int n, long pid)
-{
-	if (n < 0) {
-		fprintf(stderr, "r2cc-ctl: %s: %s\n", dir(), strerror(-n));
-		return CTL_ERR;
-	}
-	fprintf(stderr, "r2cc-ctl: no process %s running r2cc\n",
-		pid > 0 ? "of that pid is" : "is");
-	return CTL_NONE;
-}
 
 static const char *type_name(uint32_t t)
 {
@@ -131,22 +56,9 @@ static void show_proc(const struct r2cc_status_snap *s)
 	}
 }
 
-static long parse_pid(int argc, char **argv)
-{
-	char *end;
-	long pid;
-
-	if (argc == 0)
-		return 0;
-	if (argc != 2 || strcmp(argv[0], "pid"))
-		return -1;
-	pid = strtol(argv[1], &end, 10);
-	return *end || pid <= 0 ? -1 : pid;
-}
-
 static int show(int argc, char **argv)
 {
-	long pid = parse_pid(argc, argv);
+	long pid = ctl_parse_pid(argc, argv);
 	struct r2cc_status_snap *v;
 	int n, i;
 
@@ -154,16 +66,16 @@ static int show(int argc, char **argv)
 		fprintf(stderr, "usage: r2cc-ctl conn show [pid PID]\n");
 		return CTL_ERR;
 	}
-	n = collect(pid, &v);
+	n = ctl_collect(pid, &v);
 	if (n <= 0) {
 		free(v);
-		return none(n, pid);
+		return ctl_none(n, pid);
 	}
 	pr_begin_list();
 	for (i = 0; i < n; i++)
 		show_proc(&v[i]);
 	pr_end_list();
-	release(v, n);
+	ctl_release(v, n);
 	return CTL_OK;
 }
 
@@ -296,10 +208,10 @@ int metrics_main(int argc, char **argv)
 		fprintf(stderr, "usage: r2cc-ctl metrics\n");
 		return CTL_ERR;
 	}
-	n = collect(0, &v);
+	n = ctl_collect(0, &v);
 	if (n <= 0) {
 		free(v);
-		return none(n, 0);
+		return ctl_none(n, 0);
 	}
 	for (f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
 		printf("# HELP %s %s\n# TYPE %s %s\n", families[f].name,
@@ -307,6 +219,6 @@ int metrics_main(int argc, char **argv)
 		for (i = 0; i < n; i++)
 			families[f].fn(&v[i]);
 	}
-	release(v, n);
+	ctl_release(v, n);
 	return CTL_OK;
 }

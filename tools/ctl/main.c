@@ -16,6 +16,7 @@ static const struct ctl_cmd objects[] = {
 	{ "rail", rail_main, "rail health and inventory" },
 	{ "conn", conn_main, "connections of the processes running r2cc" },
 	{ "metrics", metrics_main, "counters in Prometheus text format" },
+	{ "events", events_main, "what happened to the rails, when, why" },
 	{ "config", config_main, "check a configuration" },
 	{ 0 },
 };

@@ -24,6 +24,7 @@ if [ "$NODE" = b ]; then
 		"$CTL" -j conn show > "$LAB/b.ctl.conn.json" 2> "$LAB/b.ctl.err"
 		echo "exit $?" >> "$LAB/b.ctl.err"
 		"$CTL" metrics > "$LAB/b.ctl.metrics" 2>> "$LAB/b.ctl.err"
+		"$CTL" -j events > "$LAB/b.ctl.events.json" 2>> "$LAB/b.ctl.err"
 		sleep 1.5
 		date +%s.%N > "$LAB/b.fault.up"
 		fault_clear 0
@@ -68,6 +69,10 @@ if grep -q '^r2cc_rail_up{pid="[0-9]*",dev="rxe0"} 0$' "$LAB/b.ctl.metrics" &&
 else
 	check fail ctl.metrics "see b.ctl.metrics"
 fi
+jq -e 'any(.[]; .dev == "rxe0" and .state == "down")' \
+	"$LAB/b.ctl.events.json" > /dev/null &&
+	check pass ctl.events "$(jq -r '.[] | "\(.time) \(.dev) \(.state) (\(.cause))"' "$LAB/b.ctl.events.json" | tr '\n' ';')" ||
+	check fail ctl.events "$(cat "$LAB/b.ctl.events.json")"
 # The program has exited: its record is gone, r2cc-ctl says so.
 "$BUILD/tools/r2cc-ctl" conn show > /dev/null 2>&1
 rc=$?

@@ -160,3 +160,23 @@ Test(status, starttime_tells_pid_reuse)
 	cr_assert_gt(r2cc_proc_starttime(getpid()), 0);
 	cr_assert_eq(r2cc_proc_starttime(0x7ffffff0), 0);
 }
+
+Test(status, event_ring_keeps_the_last_ones_in_order)
+{
+	struct r2cc_status_snap s;
+	int i;
+
+	cr_assert_eq(r2cc_status_open(), 0);
+	for (i = 0; i < R2CC_STATUS_EVENTS + 10; i++)
+		r2cc_status_event(i % 3, i % 2 ? R2CC_RAIL_UP : R2CC_RAIL_DOWN,
+				  R2CC_CAUSE_CARRIER);
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	cr_assert_eq(s.hdr.events, R2CC_STATUS_EVENTS + 10);
+	cr_assert_eq(s.nev, R2CC_STATUS_EVENTS);
+	/* The oldest kept is event 10. */
+	cr_assert_eq(s.ev[0].rail, 10 % 3);
+	for (i = 1; i < (int)s.nev; i++)
+		cr_assert_geq(s.ev[i].realtime_ns, s.ev[i - 1].realtime_ns);
+	cr_assert_eq(s.ev[s.nev - 1].rail, (R2CC_STATUS_EVENTS + 9) % 3);
+	r2cc_status_snap_free(&s);
+}

@@ -80,6 +80,13 @@ has "$out" 'r2cc_rail_up{pid="'"$wpid"'",dev="mlx5_1"} 0'
 has "$out" 'r2cc_rail_down_events_total{pid="'"$wpid"'",dev="mlx5_1"} 3'
 has "$out" 'dev="we\\"ird\\\\dev",qpn="258",status="error"} 2'
 has "$out" 'op="write"} 1000'
+t events 0 $ctl -j events &&
+	jq -e 'length == 2 and .[0].dev == "mlx5_1" and .[0].state == "down"
+		and .[0].cause == "carrier" and .[1].state == "up"
+		and .[0].time <= .[1].time' "$out" > /dev/null ||
+	{ echo "FAIL events: $(cat "$out")"; fail=1; }
+t events-pid 0 $ctl events pid "$wpid" && has "$out" "rail 1 mlx5_1 down (carrier)"
+t events-show 0 $ctl events show
 # The stand-in ends: its record goes with it.
 exec {W[1]}>&-
 wait "$W_PID"

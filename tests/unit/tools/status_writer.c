@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * status_writer.c - a stand-in for a process running r2cc, for ctl.sh:
- * publishes a status record with two rails and two QPs (one with a
- * quote in its device name, to test escaping), prints "ready", then
+ * publishes a status record with two rails, two events and two QPs (one
+ * with a quote in its device name, to test escaping), prints "ready", then
  * waits until stdin closes.
  */
 #include <stdio.h>
@@ -21,6 +21,8 @@ int main(void)
 			 0);
 	r2cc_status_rail(1, "mlx5_1", "", R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER, 2,
 			 3, 2);
+	r2cc_status_event(1, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
+	r2cc_status_event(1, R2CC_RAIL_UP, R2CC_CAUSE_PORT_EVENT);
 	a = r2cc_status_qp_add(0x101, 2, 0, "mlx5_0");
 	b = r2cc_status_qp_add(0x102, 2, 1, "we\"ird\\dev");
 	if (!a || !b)
