@@ -15,9 +15,10 @@ stat_sum() {
 		END { print s + 0 }' "$1" 2>/dev/null
 }
 
-# result FILE: the line that carries a program's functional result.
+# result FILE: the lines that carry a program's functional result (for MPI
+# the summary, not the per-rank lines, whose order varies).
 result() {
-	grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+|bytes in|iters in|verbs_loader:|mpi_allreduce:' "$1" |
+	grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+|bytes in|iters in|verbs_loader:|mpi_allreduce: ranks=' "$1" |
 		sed -E 's/[0-9]+\.[0-9]+//g' | tr -s ' \t' ' ' | head -3
 }
 
