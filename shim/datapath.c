@@ -59,13 +59,10 @@ static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			    struct ibv_recv_wr **bad)
 {
 	struct r2cc_srq *s = r2cc_lookup(srq, R2CC_OBJ_SRQ);
-	int ret;
 
 	if (unlikely(!s))
 		return ctx_of(srq->context)->post_srq_recv(srq, wr, bad);
-	ret = s->ctx->post_srq_recv(srq, wr, bad);
-	r2cc_stat_add(&s->posted_recv, recv_posted(wr, ret ? *bad : NULL));
-	return ret;
+	return s->ctx->post_srq_recv(srq, wr, bad);
 }
 
 /* Attribute one completion to its QP. */

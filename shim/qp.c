@@ -104,6 +104,12 @@ static void qp_free(void *obj)
 	free(q);
 }
 
+/* A destroyed QP: its counters are kept for the stats file. */
+static void qp_retire(void *obj)
+{
+	r2cc_stats_retire(obj);
+}
+
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 			       enum ibv_qp_type type, bool has_srq,
 			       const struct ibv_qp_init_attr_ex *ax)
@@ -174,18 +180,15 @@ R2CC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	struct r2cc_qp *q;
-	int ret, saved;
+	int ret;
 
 	R2CC_ENTER(ibv_destroy_qp, ENOSYS, qp);
 	q = r2cc_lookup(qp, R2CC_OBJ_QP);
 	ret = r2cc_real.ibv_destroy_qp(qp);
-	if (ret || !q)
-		return ret;
-	saved = errno;
-	r2cc_map_remove(&r2cc_shim.reg, (uintptr_t)qp);
-	r2cc_map_remove(&r2cc_shim.qpn, r2cc_qpn_key(q->ctx, q->qpn));
-	r2cc_stats_retire(q);
-	errno = saved;
+	if (!ret && q) {
+		r2cc_map_remove(&r2cc_shim.qpn, r2cc_qpn_key(q->ctx, q->qpn));
+		r2cc_obj_del(qp, q, qp_retire);
+	}
 	return ret;
 }
 

@@ -124,7 +124,6 @@ struct r2cc_srq {
 	enum r2cc_obj_type type;
 	struct ibv_srq *srq; /* borrowed */
 	struct r2cc_ctx *ctx; /* borrowed */
-	_Atomic uint64_t posted_recv;
 };
 
 /* The shim's one state: lock order reg's lock, then nothing else. */
