@@ -564,6 +564,21 @@ void r2cc_ctrl_key_wipe(struct r2cc_ctrl_key *key)
 	sodium_memzero(key, sizeof(*key));
 }
 
+/* A job id every holder of the secret computes alike: its SHA-256's first
+ * 8 bytes (never 0). */
+static uint64_t job_of(const uint8_t *secret, size_t len)
+{
+	uint8_t h[crypto_hash_sha256_BYTES];
+	uint64_t job = 0;
+	size_t i;
+
+	crypto_hash_sha256(h, secret, len);
+	for (i = 0; i < 8; i++)
+		job |= (uint64_t)h[i] << (8 * i);
+	sodium_memzero(h, sizeof(h));
+	return job ? job : 1;
+}
+
 /* The secret file's type, owner and mode, with the reason logged */
 static int check_secret_file(const char *path, const struct stat *st)
 {
@@ -651,7 +666,9 @@ int r2cc_ctrl_key_load(struct r2cc_ctrl_key *key, const char *path,
 	}
 	close(fd);
 	if (!rc)
-		rc = r2cc_ctrl_key_derive(key, secret, (size_t)n, job);
+		rc = r2cc_ctrl_key_derive(key, secret, (size_t)n,
+					  job ? job :
+						job_of(secret, (size_t)n));
 	sodium_memzero(secret, sizeof(secret));
 	return rc;
 }

@@ -203,7 +203,8 @@ int r2cc_ctrl_key_derive(struct r2cc_ctrl_key *key, const uint8_t *secret,
  * @key: the key
  * @path: R2CC_SECRET_FILE: a regular file (not a symlink) owned by the
  * effective uid, mode 0600 or stricter, of 32..1024 bytes used verbatim
- * @job: the job id
+ * @job: the job id; 0: derived from the secret (the same for every
+ *       process holding it)
  * Logs why a file is refused. Return: 0, -EPERM (type, owner or mode),
  * -EINVAL (size), -EIO, or open(2)'s -errno.
  */

@@ -5,6 +5,7 @@
  * and copies it out under the writer's seqlock. Removed at exit; a record
  * left by a crash is recognised by its pid and start time.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -224,6 +225,13 @@ struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 		if (!atomic_compare_exchange_strong(&q->used, &zero, 2))
 			continue;
 		memset(&q->st, 0, sizeof(q->st));
+		atomic_store(&q->prot, R2CC_PROT_NONE);
+		atomic_store(&q->backup_rail, -1);
+		atomic_store(&q->backup_qpn, 0);
+		q->peer_qpn = 0;
+		atomic_store(&q->failovers, 0);
+		atomic_store(&q->replayed_wrs, 0);
+		atomic_store(&q->replayed_bytes, 0);
 		q->qpn = qpn;
 		q->type = type;
 		q->rail = rail;
@@ -233,6 +241,22 @@ struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 	}
 	atomic_fetch_add(&ws.hdr->qp_overflow, 1);
 	return NULL;
+}
+
+void r2cc_status_ctrl(uint64_t id, uint16_t port)
+{
+	if (!ws.hdr)
+		return;
+	atomic_store(&ws.hdr->ctrl_port, port);
+	atomic_store(&ws.hdr->ctrl_id, id);
+}
+
+const char *r2cc_prot_state_name(uint32_t s)
+{
+	static const char *const n[] = { "none", "binding", "ready", "migrated",
+					 "failed" };
+
+	return s < R2CC_PROT_NSTATES ? n[s] : "?";
 }
 
 void r2cc_status_qp_del(struct r2cc_status_qp *slot)
@@ -364,4 +388,72 @@ void r2cc_status_snap_free(struct r2cc_status_snap *snap)
 	free(snap->qps);
 	snap->qps = NULL;
 	snap->nqps = 0;
+}
+
+/* Does the record at @path own QP @qpn of @dev? Fills the answer. */
+static int find_in(const char *path, const char *dev, uint32_t qpn,
+		   uint64_t *id, uint16_t *port, uint32_t *pid)
+{
+	const struct r2cc_status_hdr *h;
+	struct stat sb;
+	int fd, ret = -ENOENT;
+	uint32_t i;
+	void *p;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != getuid() ||
+	    (sb.st_mode & 077) ||
+	    (size_t)sb.st_size < sizeof(struct r2cc_status_hdr)) {
+		close(fd);
+		return -EPERM;
+	}
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	h = p;
+	if (!hdr_ok(h, (size_t)sb.st_size) || h->uid != sb.st_uid ||
+	    !alive(h) || !atomic_load(&h->ctrl_id))
+		goto out;
+	for (i = 0; i < h->nqps; i++) {
+		const struct r2cc_status_qp *q =
+			(const void *)((const char *)h + h->qp_off +
+				       (size_t)i * h->qp_sz);
+
+		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1 ||
+		    q->qpn != qpn || strncmp(q->dev, dev, sizeof(q->dev)))
+			continue;
+		*id = atomic_load(&h->ctrl_id);
+		*port = (uint16_t)atomic_load(&h->ctrl_port);
+		*pid = (uint32_t)h->pid;
+		ret = 0;
+		break;
+	}
+out:
+	munmap(p, (size_t)sb.st_size);
+	return ret;
+}
+
+int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
+			uint16_t *port, uint32_t *pid)
+{
+	char path[512], prefix[32];
+	struct dirent *de;
+	int ret = -ENOENT;
+	DIR *d;
+
+	d = opendir(status_dir());
+	if (!d)
+		return -errno;
+	snprintf(prefix, sizeof(prefix), "r2cc.%u.", (unsigned int)getuid());
+	while (ret && (de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", status_dir(), de->d_name);
+		ret = find_in(path, dev, qpn, id, port, pid) ? -ENOENT : 0;
+	}
+	closedir(d);
+	return ret;
 }

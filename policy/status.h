@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define R2CC_STATUS_VERSION 1
+#define R2CC_STATUS_VERSION 2
 #define R2CC_STATUS_MAGIC "r2ccstat"
 #define R2CC_STATUS_RAILS 16
 #define R2CC_STATUS_QPS 4096 /* QP slots per process */
@@ -55,6 +55,17 @@ struct r2cc_status_event {
 	uint32_t rsv;
 };
 
+/* How far r2cc protects a QP (failover issue): */
+enum r2cc_prot_state {
+	R2CC_PROT_NONE, /* passthrough: not RC, no backup rail, no peer */
+	R2CC_PROT_BINDING, /* backup made, waiting for the peer's */
+	R2CC_PROT_READY, /* backup connected: a failover can happen */
+	R2CC_PROT_MIGRATED, /* running on its backup */
+	R2CC_PROT_FAILED, /* failover impossible: the native error shown */
+	R2CC_PROT_NSTATES
+};
+const char *r2cc_prot_state_name(uint32_t s);
+
 struct r2cc_status_qp {
 	_Atomic uint32_t used; /* 0 free, 1 in use: set last, cleared first */
 	uint32_t qpn;
@@ -62,6 +73,12 @@ struct r2cc_status_qp {
 	int32_t rail; /* index into rails, -1 unknown */
 	char dev[64];
 	struct r2cc_qp_stats st;
+	/* Protection, written by the control thread (relaxed). */
+	_Atomic uint32_t prot; /* enum r2cc_prot_state */
+	_Atomic int32_t backup_rail; /* -1: none */
+	_Atomic uint32_t backup_qpn;
+	uint32_t peer_qpn; /* the program's remote QP (RTR) */
+	_Atomic uint64_t failovers, replayed_wrs, replayed_bytes;
 };
 
 /* The record: a header, then the rails, then the QP slots. Every size and
@@ -84,6 +101,10 @@ struct r2cc_status_hdr {
 	uint32_t ev_off, ev_sz, nev; /* the event ring, after the QP slots */
 	uint32_t rsv;
 	uint64_t events; /* events ever added; the last nev are in the ring */
+	/* The control channel (0: none): its id and direct TCP port. */
+	_Atomic uint64_t ctrl_id;
+	_Atomic uint32_t ctrl_port;
+	uint32_t rsv2;
 };
 
 /* Writer (the shim). All return 0 or -errno unless said otherwise. */
@@ -99,6 +120,17 @@ struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 					  const char *dev);
 void r2cc_status_qp_del(struct r2cc_status_qp *slot);
 void r2cc_status_event(int rail, uint32_t state, uint32_t cause);
+/* This process's control endpoint, for the node's rendezvous. */
+void r2cc_status_ctrl(uint64_t id, uint16_t port);
+/**
+ * r2cc_status_find_qp() - which live r2cc process of this user owns QP
+ * @qpn of device @dev (the node rendezvous, DESIGN §5)
+ * @id, @port, @pid: its control id and port, and pid
+ * Reads every record of the user's in the status directory.
+ * Return: 0, -ENOENT (none, or it has no control channel) or -errno.
+ */
+int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
+			uint16_t *port, uint32_t *pid);
 
 /* Reader (r2cc-ctl): one process's record, copied consistently. */
 struct r2cc_status_snap {

@@ -88,6 +88,7 @@ static int start(void)
 	if (ret)
 		r2cc_warn("no status record for r2cc-ctl: %s", strerror(-ret));
 	r2cc_shim_health_start();
+	r2cc_shim_protect_start();
 	return 0;
 }
 
@@ -121,6 +122,7 @@ __attribute__((destructor)) static void r2cc_shim_exit(void)
 
 	if (!r2cc_shim.active)
 		goto out;
+	r2cc_mig_stop();
 	r2cc_health_stop();
 	if (r2cc_shim.cfg.stats_file[0])
 		r2cc_stats_write();

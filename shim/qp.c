@@ -165,8 +165,11 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	R2CC_ENTER(ibv_modify_qp, ENOSYS, qp, attr, mask);
 	ret = r2cc_real.ibv_modify_qp(qp, attr, mask);
 	q = ret ? NULL : r2cc_lookup(qp, R2CC_OBJ_QP);
-	if (q)
+	if (q) {
 		attr_merge(q, attr, mask);
+		if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS)
+			r2cc_qp_rts(q);
+	}
 	return ret;
 }
 
@@ -186,6 +189,8 @@ R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	q = r2cc_lookup(qp, R2CC_OBJ_QP);
 	ret = r2cc_real.ibv_destroy_qp(qp);
 	if (!ret && q) {
+		r2cc_mig_release(q->mig);
+		q->mig = NULL;
 		r2cc_map_remove(&r2cc_shim.qpn, r2cc_qpn_key(q->ctx, q->qpn));
 		r2cc_obj_del(qp, q, qp_retire);
 	}

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 
 #include "policy.h"
+#include "protect.h"
 #include "registry.h"
 #include "stats_int.h"
 #include "wr_record.h"
@@ -106,6 +107,7 @@ struct r2cc_qp {
 	struct r2cc_qp_stats *st;
 	struct r2cc_status_qp *slot; /* owned slot, or NULL */
 	struct r2cc_qp_stats st_own;
+	struct r2cc_mig_qp *mig; /* its protection (migrate/), or NULL */
 };
 
 struct r2cc_cq {
@@ -231,6 +233,9 @@ void r2cc_cq_ex_patch(struct r2cc_cq *c, struct ibv_cq_ex *cqx);
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 			       enum ibv_qp_type type, bool has_srq,
 			       const struct ibv_qp_init_attr_ex *ax);
+/* protect.c: start migrate/; a QP reached RTS: protect it */
+void r2cc_shim_protect_start(void);
+void r2cc_qp_rts(struct r2cc_qp *q);
 /* cq.c */
 struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq);
 #endif /* R2CC_SHIM_INT_H */

@@ -43,6 +43,13 @@ static void show_proc(const struct r2cc_status_snap *s)
 		pr_str("dev", " %s", q->dev);
 		pr_str("type", " %s", type_name(q->type));
 		pr_int("rail", " rail %lld", q->rail);
+		pr_str("protection", " %s", r2cc_prot_state_name(q->prot));
+		if (q->backup_rail >= 0) {
+			pr_int("backup_rail", " backup rail %lld",
+			       q->backup_rail);
+			pr_int("backup_qpn", " qpn %lld", q->backup_qpn);
+		}
+		pr_int("failovers", " failovers %lld", (long long)q->failovers);
 		pr_int("posted", " posted %lld", (long long)sum_posted(&q->st));
 		pr_int("posted_recv", " recv %lld",
 		       (long long)q->st.posted_recv);
@@ -182,6 +189,29 @@ static void fam_rail_downs(const struct r2cc_status_snap *s)
 		}
 }
 
+static void fam_protected(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nqps; i++) {
+		printf("r2cc_qp_protected");
+		qp_labels(s, &s->qps[i]);
+		printf("} %d\n", s->qps[i].prot == R2CC_PROT_READY ||
+					 s->qps[i].prot == R2CC_PROT_MIGRATED);
+	}
+}
+
+static void fam_failovers(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nqps; i++) {
+		printf("r2cc_failovers_total");
+		qp_labels(s, &s->qps[i]);
+		printf("} %llu\n", (unsigned long long)s->qps[i].failovers);
+	}
+}
+
 static const struct family {
 	const char *name, *type, *help;
 	void (*fn)(const struct r2cc_status_snap *s);
@@ -191,6 +221,11 @@ static const struct family {
 	{ "r2cc_completions_total", "counter",
 	  "Completions polled through r2cc, by QP and status.",
 	  fam_completions },
+	{ "r2cc_qp_protected", "gauge",
+	  "1 when the QP has a connected backup (or runs on it).",
+	  fam_protected },
+	{ "r2cc_failovers_total", "counter",
+	  "Times the QP moved to its backup.", fam_failovers },
 	{ "r2cc_rail_up", "gauge", "1 when the process sees the rail up.",
 	  fam_rail_up },
 	{ "r2cc_rail_down_events_total", "counter",

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan.h - the control channel between the r2cc instances of connected
+ * processes (DESIGN §5): TCP, one thread per process, frames from
+ * ctrl_msg.h. A node's rendezvous is the well-known port R2CC_CTRL_PORT,
+ * bound by every r2cc process of the user with SO_REUSEPORT (the kernel
+ * lets only the same user share it); whichever accepts a LOOKUP answers
+ * it from the node-local status records. Peers then talk directly.
+ * Locks: one channel lock, never held while calling the owner's hooks.
+ */
+#ifndef R2CC_MIGRATE_CHAN_H
+#define R2CC_MIGRATE_CHAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctrl_msg.h"
+
+#define R2CC_CHAN_STEP_MS 2000 /* bound of each connect / reply wait */
+
+struct r2cc_chan_hooks {
+	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */
+	void (*on_msg)(uint64_t peer, const struct r2cc_ctrl_msg *m);
+	/* r2cc_chan_resolve() ended: @peer is the owner's id, 0 if none. */
+	void (*on_resolved)(uint64_t cookie, uint64_t peer);
+	/* The rendezvous: which local process owns @q? Fill @r (found,
+	 * pid, owner, naddr, addr: the owner's direct port). */
+	void (*lookup)(const struct r2cc_ctrl_qp_ref *q,
+		       struct r2cc_ctrl_lookup_reply *r);
+	/* Every path to @peer failed: its connections are unprotected. */
+	void (*on_peer_lost)(uint64_t peer);
+};
+
+struct r2cc_chan_cfg {
+	uint16_t port; /* the node rendezvous, R2CC_CTRL_PORT */
+	const char *pref_if; /* R2CC_CTRL_IF: listed first to peers, or "" */
+	/* The rails' netdevs: addresses on them are tagged with the rail. */
+	const char *const *rail_if;
+	int nrail;
+};
+
+/**
+ * r2cc_chan_start() - open the listeners and start the channel thread
+ * @cfg: settings (copied)
+ * @key: the job key (copied; its self id is set here)
+ * @hooks: the owner's hooks (kept)
+ * Return: 0 or -errno; nothing is left running on error.
+ */
+int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
+		    const struct r2cc_ctrl_key *key,
+		    const struct r2cc_chan_hooks *hooks);
+/* Stop the thread and close everything; safe if not started. */
+void r2cc_chan_stop(void);
+bool r2cc_chan_running(void);
+/* This process's id (0: not running) and its direct port. */
+uint64_t r2cc_chan_self(void);
+uint16_t r2cc_chan_port(void);
+/* The node's addresses peers may reach @port on (mgmt first): count. */
+int r2cc_chan_addrs(struct r2cc_ctrl_addr *out, int max, uint16_t port);
+/**
+ * r2cc_chan_resolve() - find the process owning (@q->gid, @q->qpn) and
+ * open a channel to it; hooks->on_resolved(@cookie, ...) tells the end,
+ * within 3 steps of R2CC_CHAN_STEP_MS.
+ * Return: 0 (queued), -ENOTCONN (not running) or -ENOMEM.
+ */
+int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie);
+/**
+ * r2cc_chan_send() - send @m to @peer (header ids and seq are set here)
+ * Blocking for at most R2CC_CHAN_STEP_MS. Return: 0, -ENOTCONN (no open
+ * channel to @peer), -EINVAL (encode) or -EIO (the send failed; the
+ * channel is closed and a reconnection tried).
+ */
+int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m);
+/* Frames received by outcome, and connections by outcome. */
+struct r2cc_chan_stats {
+	struct r2cc_ctrl_stats rx;
+	uint64_t sent, send_fail, conn_ok, conn_fail, lookups_served;
+};
+void r2cc_chan_get_stats(struct r2cc_chan_stats *st);
+
+#endif /* R2CC_MIGRATE_CHAN_H */

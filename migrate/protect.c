@@ -1,0 +1,551 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * protect.c - backups for the program's RC QPs: made on the backup rail
+ * when the program's QP reaches RTS, bound to the peer's backup over the
+ * control channel (MR_KEYS, then QP_BIND both ways), connected RTR/RTS.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan.h"
+#include "protect.h"
+
+#define MAX_PEER_MRS 4096
+#define MAX_EARLY 256
+
+/* The peer's MR keys on its backup rail, learned through MR_KEYS. */
+struct peer_mr {
+	uint64_t peer;
+	struct r2cc_ctrl_mr mr;
+};
+
+struct r2cc_mig_qp {
+	struct r2cc_mig_qp *next;
+	uint64_t cookie; /* resolve cookie: never a pointer */
+	uint32_t state; /* enum r2cc_prot_state */
+	struct ibv_qp *qp; /* the program's */
+	const void *pd;
+	struct ibv_qp_attr attr; /* the program's, merged */
+	uint32_t qpn, dest_qpn;
+	uint8_t gid[16], dest_gid[16];
+	int rail, backup_rail;
+	struct ibv_cq *bcq; /* owned: the backup's CQ */
+	struct ibv_qp *bqp; /* owned: the backup QP */
+	uint8_t bgid[16];
+	uint32_t bpsn; /* the backup's first send PSN */
+	uint64_t peer; /* the peer's control id, 0 until known */
+	bool bind_sent, bind_got;
+	struct r2cc_ctrl_msg peer_bind; /* the peer's QP_BIND */
+	struct r2cc_status_qp *slot;
+};
+
+static struct {
+	pthread_mutex_t lock; /* everything below */
+	bool on;
+	struct r2cc_mig_verbs v;
+	struct r2cc_mig_env env;
+	struct r2cc_mig_qp *qps;
+	uint64_t next_cookie;
+	struct peer_mr *mrs; /* owned: MAX_PEER_MRS */
+	int nmrs;
+	uint64_t no_peer_logged; /* unprotected QPs, logged once */
+	/* QP_BINDs that came before our QP reached RTS (a ring). */
+	struct early {
+		uint64_t peer;
+		struct r2cc_ctrl_msg m;
+	} * early; /* owned: MAX_EARLY */
+	unsigned int nearly;
+} ps = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void set_state(struct r2cc_mig_qp *mq, uint32_t st)
+{
+	mq->state = st;
+	if (mq->slot)
+		atomic_store_explicit(&mq->slot->prot, st,
+				      memory_order_relaxed);
+}
+
+static struct r2cc_mig_qp *by_cookie(uint64_t cookie)
+{
+	struct r2cc_mig_qp *mq;
+
+	for (mq = ps.qps; mq && mq->cookie != cookie; mq = mq->next)
+		;
+	return mq;
+}
+
+/* Does @m, the peer's QP_BIND, name @mq (its peer) as its peer? */
+static bool bind_is_for(const struct r2cc_mig_qp *mq,
+			const struct r2cc_ctrl_msg *m)
+{
+	return mq->qpn == m->qp_bind.peer.qpn &&
+	       mq->dest_qpn == m->qp_bind.local.qpn &&
+	       !memcmp(mq->gid, m->qp_bind.peer.gid, 16) &&
+	       !memcmp(mq->dest_gid, m->qp_bind.local.gid, 16);
+}
+
+/* The sender's QP_BIND names its primary and ours (its peer). */
+static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_msg *m)
+{
+	struct r2cc_mig_qp *mq;
+
+	for (mq = ps.qps; mq && !bind_is_for(mq, m); mq = mq->next)
+		;
+	return mq;
+}
+
+/* MR_KEYS and QP_BIND to the peer: our half of the binding. */
+static int send_bind(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_ctrl_msg *m = calloc(1, sizeof(*m));
+	int n, ret = -ENOMEM;
+
+	if (!m)
+		return ret;
+	m->hdr.type = R2CC_CTRL_MR_KEYS;
+	n = ps.env.mr_keys(mq->pd, mq->backup_rail, m->mr_keys.mr,
+			   R2CC_CTRL_MAX_MRS);
+	m->mr_keys.n = n > 0 ? (uint16_t)n : 0;
+	ret = n > 0 ? r2cc_chan_send(mq->peer, m) : 0;
+	if (!ret) {
+		memset(m, 0, sizeof(*m));
+		m->hdr.type = R2CC_CTRL_QP_BIND;
+		m->qp_bind.local.qpn = mq->qpn;
+		memcpy(m->qp_bind.local.gid, mq->gid, 16);
+		m->qp_bind.peer.qpn = mq->dest_qpn;
+		memcpy(m->qp_bind.peer.gid, mq->dest_gid, 16);
+		m->qp_bind.backup.qpn = mq->bqp->qp_num;
+		memcpy(m->qp_bind.backup.gid, mq->bgid, 16);
+		m->qp_bind.psn = mq->bpsn;
+		m->qp_bind.rail = (uint8_t)mq->backup_rail;
+		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
+		ret = r2cc_chan_send(mq->peer, m);
+	}
+	free(m);
+	if (!ret)
+		mq->bind_sent = true;
+	return ret;
+}
+
+/* Both halves known: the backup goes RTR then RTS towards the peer's. */
+static int connect_backup(struct r2cc_mig_qp *mq)
+{
+	const struct r2cc_ctrl_msg *b = &mq->peer_bind;
+	struct ibv_qp_attr a;
+	int ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = mq->attr.path_mtu < b->qp_bind.mtu ?
+			     mq->attr.path_mtu :
+			     (enum ibv_mtu)b->qp_bind.mtu;
+	a.dest_qp_num = b->qp_bind.backup.qpn;
+	a.rq_psn = b->qp_bind.psn;
+	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
+	a.min_rnr_timer = mq->attr.min_rnr_timer;
+	a.ah_attr = mq->attr.ah_attr;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	memcpy(a.ah_attr.grh.dgid.raw, b->qp_bind.backup.gid, 16);
+	if (!a.ah_attr.grh.hop_limit)
+		a.ah_attr.grh.hop_limit = 64;
+	ret = ps.v.modify_qp(mq->bqp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = mq->attr.timeout;
+	a.retry_cnt = mq->attr.retry_cnt;
+	a.rnr_retry = 7;
+	a.sq_psn = mq->bpsn;
+	a.max_rd_atomic = mq->attr.max_rd_atomic;
+	return ps.v.modify_qp(mq->bqp, &a,
+			      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				      IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static void try_ready(struct r2cc_mig_qp *mq)
+{
+	int ret;
+
+	if (mq->state != R2CC_PROT_BINDING || !mq->bind_got || !mq->bind_sent)
+		return;
+	ret = connect_backup(mq);
+	if (ret) {
+		r2cc_warn("QP %#x: backup QP %#x on rail %d not connected: "
+			  "%s; unprotected",
+			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
+			  strerror(ret));
+		set_state(mq, R2CC_PROT_NONE);
+		return;
+	}
+	set_state(mq, R2CC_PROT_READY);
+	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x",
+		  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
+		  mq->peer_bind.qp_bind.backup.qpn);
+}
+
+static void unprotected(struct r2cc_mig_qp *mq, const char *why)
+{
+	set_state(mq, R2CC_PROT_NONE);
+	/* One line per process, then at debug level: a job may have
+	 * thousands of QPs to a peer without r2cc. */
+	if (ps.no_peer_logged++)
+		r2cc_dbg("QP %#x unprotected: %s", mq->qpn, why);
+	else
+		r2cc_info(
+			"QP %#x unprotected: %s (further ones at debug level)",
+			mq->qpn, why);
+}
+
+/* ---- channel hooks (the channel thread, no channel lock held) ---- */
+
+static void on_resolved(uint64_t cookie, uint64_t peer)
+{
+	struct r2cc_mig_qp *mq;
+
+	pthread_mutex_lock(&ps.lock);
+	mq = by_cookie(cookie);
+	if (!mq || mq->state != R2CC_PROT_BINDING)
+		goto out;
+	if (!peer) {
+		unprotected(mq, "the peer runs no r2cc, or its control "
+				"channel is unreachable");
+		goto out;
+	}
+	mq->peer = peer;
+	if (!mq->bind_sent && send_bind(mq))
+		unprotected(mq, "the control channel failed");
+	try_ready(mq);
+out:
+	pthread_mutex_unlock(&ps.lock);
+}
+
+static void got_mr_keys(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	int i, j;
+
+	for (i = 0; i < m->mr_keys.n; i++) {
+		for (j = 0; j < ps.nmrs; j++)
+			if (ps.mrs[j].peer == peer &&
+			    ps.mrs[j].mr.rkey == m->mr_keys.mr[i].rkey)
+				break;
+		if (j == ps.nmrs && ps.nmrs == MAX_PEER_MRS) {
+			r2cc_warn("peer MR table full: rkey %#x not kept",
+				  m->mr_keys.mr[i].rkey);
+			continue;
+		}
+		if (j == ps.nmrs)
+			ps.nmrs++;
+		ps.mrs[j].peer = peer;
+		ps.mrs[j].mr = m->mr_keys.mr[i];
+	}
+}
+
+static void got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	int i, j;
+
+	for (i = 0; i < m->mr_inval.n; i++)
+		for (j = 0; j < ps.nmrs; j++)
+			if (ps.mrs[j].peer == peer &&
+			    ps.mrs[j].mr.rkey == m->mr_inval.rkey[i])
+				ps.mrs[j--] = ps.mrs[--ps.nmrs];
+}
+
+static void got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	struct r2cc_mig_qp *mq = by_bind(m);
+
+	if (!mq) {
+		/* Our QP is not at RTS yet: kept for r2cc_mig_protect(). */
+		ps.early[ps.nearly % MAX_EARLY].peer = peer;
+		ps.early[ps.nearly % MAX_EARLY].m = *m;
+		ps.nearly++;
+		return;
+	}
+	if (mq->state != R2CC_PROT_BINDING)
+		return;
+	if (m->qp_bind.mtu < IBV_MTU_256 || m->qp_bind.mtu > IBV_MTU_4096) {
+		unprotected(mq, "the peer's backup MTU is invalid");
+		return;
+	}
+	mq->peer_bind = *m;
+	mq->bind_got = true;
+	if (!mq->peer)
+		mq->peer = peer;
+	if (mq->peer != peer)
+		return; /* a bind from another process: not this QP's peer */
+	if (!mq->bind_sent && send_bind(mq))
+		unprotected(mq, "the control channel failed");
+	try_ready(mq);
+}
+
+static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	pthread_mutex_lock(&ps.lock);
+	switch (m->hdr.type) {
+	case R2CC_CTRL_MR_KEYS:
+		got_mr_keys(peer, m);
+		break;
+	case R2CC_CTRL_MR_INVALIDATE:
+		got_mr_inval(peer, m);
+		break;
+	case R2CC_CTRL_QP_BIND:
+		got_bind(peer, m);
+		break;
+	default:
+		r2cc_dbg("control message %u not handled yet", m->hdr.type);
+	}
+	pthread_mutex_unlock(&ps.lock);
+}
+
+static void lookup(const struct r2cc_ctrl_qp_ref *q,
+		   struct r2cc_ctrl_lookup_reply *r)
+{
+	char dev[R2CC_DEVNAME_MAX];
+	uint16_t port;
+	int n;
+
+	r->found = 0;
+	if (ps.env.dev_of_gid(q->gid, dev, sizeof(dev)) ||
+	    r2cc_status_find_qp(dev, q->qpn, &r->owner, &port, &r->pid))
+		return;
+	n = r2cc_chan_addrs(r->addr, R2CC_CTRL_MAX_ADDRS, port);
+	if (n <= 0)
+		return;
+	r->naddr = (uint8_t)n;
+	r->found = 1;
+}
+
+static void on_peer_lost(uint64_t peer)
+{
+	(void)peer; /* failover over another path: not yet */
+}
+
+/* ---- API ---- */
+
+int r2cc_mig_start(const struct r2cc_config *cfg,
+		   const struct r2cc_mig_verbs *v,
+		   const struct r2cc_mig_env *env, const char *const *rail_if,
+		   int nrail)
+{
+	static const struct r2cc_chan_hooks hooks = {
+		.on_msg = on_msg,
+		.on_resolved = on_resolved,
+		.lookup = lookup,
+		.on_peer_lost = on_peer_lost,
+	};
+	struct r2cc_chan_cfg cc = {
+		.port = (uint16_t)cfg->ctrl_port,
+		.pref_if = cfg->ctrl_if,
+		.rail_if = rail_if,
+		.nrail = nrail,
+	};
+	struct r2cc_ctrl_key key;
+	int ret;
+
+	if (!cfg->secret_file[0]) {
+		r2cc_info("no R2CC_SECRET_FILE: no control channel, "
+			  "connections run unprotected");
+		return -ENOKEY;
+	}
+	ret = r2cc_ctrl_key_load(&key, cfg->secret_file, 0);
+	if (ret) {
+		r2cc_err("no usable job secret: connections run unprotected");
+		return ret;
+	}
+	pthread_mutex_lock(&ps.lock);
+	ps.v = *v;
+	ps.env = *env;
+	if (!ps.mrs)
+		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
+	if (!ps.early)
+		ps.early = calloc(MAX_EARLY, sizeof(*ps.early));
+	pthread_mutex_unlock(&ps.lock);
+	ret = ps.mrs && ps.early ? r2cc_chan_start(&cc, &key, &hooks) : -ENOMEM;
+	r2cc_ctrl_key_wipe(&key);
+	if (ret) {
+		r2cc_err("control channel: %s: connections run unprotected",
+			 strerror(-ret));
+		return ret;
+	}
+	r2cc_status_ctrl(r2cc_chan_self(), r2cc_chan_port());
+	ps.on = true;
+	r2cc_info("control channel on port %u (rendezvous %u)",
+		  r2cc_chan_port(), cfg->ctrl_port);
+	return 0;
+}
+
+void r2cc_mig_stop(void)
+{
+	ps.on = false;
+	r2cc_chan_stop();
+}
+
+static struct r2cc_mig_qp *mq_new(const struct r2cc_mig_desc *d)
+{
+	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
+	struct r2cc_mig_qp *mq = calloc(1, sizeof(*mq));
+	union ibv_gid g, bg;
+
+	if (!mq)
+		return NULL;
+	/* The backup uses the GID index the program chose (RoCE v2 over
+	 * IPv4 at the same index on every rail of a node). */
+	if (ps.v.query_gid(d->qp->context, ah->port_num ? ah->port_num : 1,
+			   ah->grh.sgid_index, &g) ||
+	    ps.v.query_gid(d->backup_ctx, 1, ah->grh.sgid_index, &bg)) {
+		free(mq);
+		return NULL;
+	}
+	mq->qp = d->qp;
+	mq->pd = d->pd;
+	mq->attr = *d->attr;
+	mq->qpn = d->qp->qp_num;
+	mq->dest_qpn = d->attr->dest_qp_num;
+	memcpy(mq->dest_gid, ah->grh.dgid.raw, 16);
+	memcpy(mq->gid, g.raw, 16);
+	memcpy(mq->bgid, bg.raw, 16);
+	mq->rail = d->rail;
+	mq->backup_rail = d->backup_rail;
+	mq->slot = d->slot;
+	return mq;
+}
+
+/* The backup: a CQ and an RC QP on the shadow PD, RESET -> INIT. */
+static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	int ret;
+
+	mq->bcq = ps.v.create_cq(d->backup_ctx,
+				 (int)(d->max_send_wr + d->max_recv_wr), NULL,
+				 NULL, 0);
+	if (!mq->bcq)
+		return errno ? errno : ENOMEM;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = mq->bcq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = d->max_send_wr;
+	ia.cap.max_recv_wr = d->max_recv_wr;
+	ia.cap.max_send_sge = d->max_send_sge;
+	ia.cap.max_recv_sge = d->max_recv_sge;
+	ia.cap.max_inline_data = d->max_inline;
+	mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
+	if (!mq->bqp)
+		return errno ? errno : ENOMEM;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = d->attr->qp_access_flags;
+	ret = ps.v.modify_qp(mq->bqp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	mq->bpsn = (uint32_t)random() & 0xffffff;
+	return 0;
+}
+
+static void mq_free(struct r2cc_mig_qp *mq)
+{
+	if (mq->bqp && ps.v.destroy_qp(mq->bqp))
+		r2cc_warn("backup QP %#x: destroy failed", mq->bqp->qp_num);
+	if (mq->bcq && ps.v.destroy_cq(mq->bcq))
+		r2cc_warn("backup CQ: destroy failed");
+	free(mq);
+}
+
+/* The peer's QP_BIND came first: answer it, no lookup needed. */
+static bool take_early(struct r2cc_mig_qp *mq)
+{
+	unsigned int i, n = ps.nearly < MAX_EARLY ? ps.nearly : MAX_EARLY;
+
+	for (i = 0; i < n; i++) {
+		struct early *e = &ps.early[i];
+
+		if (!e->peer || !bind_is_for(mq, &e->m))
+			continue;
+		e->peer = 0; /* taken */
+		got_bind(e->m.hdr.sender, &e->m);
+		return mq->peer != 0;
+	}
+	return false;
+}
+
+struct r2cc_mig_qp *r2cc_mig_protect(const struct r2cc_mig_desc *d)
+{
+	struct r2cc_ctrl_qp_ref ref;
+	struct r2cc_mig_qp *mq;
+	int ret;
+
+	if (!ps.on || !r2cc_chan_running())
+		return NULL;
+	pthread_mutex_lock(&ps.lock);
+	mq = mq_new(d);
+	if (!mq) {
+		pthread_mutex_unlock(&ps.lock);
+		r2cc_warn("QP %#x: GIDs unreadable: unprotected",
+			  d->qp->qp_num);
+		return NULL;
+	}
+	ret = make_backup(mq, d);
+	if (ret) {
+		r2cc_warn("QP %#x: no backup QP on rail %d (%s): unprotected",
+			  mq->qpn, d->backup_rail, strerror(ret));
+		mq_free(mq);
+		pthread_mutex_unlock(&ps.lock);
+		return NULL;
+	}
+	mq->cookie = ++ps.next_cookie;
+	mq->next = ps.qps;
+	ps.qps = mq;
+	if (mq->slot) {
+		atomic_store(&mq->slot->backup_rail, d->backup_rail);
+		atomic_store(&mq->slot->backup_qpn, mq->bqp->qp_num);
+		mq->slot->peer_qpn = mq->dest_qpn;
+	}
+	set_state(mq, R2CC_PROT_BINDING);
+	if (take_early(mq)) {
+		pthread_mutex_unlock(&ps.lock);
+		return mq;
+	}
+	ref.qpn = mq->dest_qpn;
+	memcpy(ref.gid, mq->dest_gid, 16);
+	pthread_mutex_unlock(&ps.lock);
+	if (r2cc_chan_resolve(&ref, mq->cookie)) {
+		pthread_mutex_lock(&ps.lock);
+		unprotected(mq, "the control channel is down");
+		pthread_mutex_unlock(&ps.lock);
+	}
+	return mq;
+}
+
+void r2cc_mig_release(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_mig_qp **pp;
+
+	if (!mq)
+		return;
+	pthread_mutex_lock(&ps.lock);
+	for (pp = &ps.qps; *pp && *pp != mq; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = mq->next;
+	mq_free(mq);
+	pthread_mutex_unlock(&ps.lock);
+}
+
+uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq)
+{
+	return mq ? mq->state : R2CC_PROT_NONE;
+}
