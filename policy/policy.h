@@ -232,9 +232,11 @@ const char *r2cc_link_layer_name(enum r2cc_link_layer ll);
  */
 int r2cc_rail_format(const struct r2cc_rail_info *r, char *buf, size_t size);
 
-/* Rail health (health.c) and the status record r2cc-ctl reads (status.c),
+/* Rail health (health.c), the status record r2cc-ctl reads (status.c) and
+ * backup placement with memory locality (placement.c, locality.c, gpu.c),
  * in headers of their own to keep this one short. */
 #include "health.h"
 #include "status.h"
+#include "placement.h"
 
 #endif /* R2CC_POLICY_H */
