@@ -343,6 +343,7 @@ Test(recvlog, two_fences_are_one_sequence, .timeout = 5)
 	cr_assert_eq(ent(log, 0)->epoch, 0);
 	cr_assert_eq(ent(log, 1)->epoch, 1);
 	cr_assert_eq(ent(log, 2)->epoch, 1);
+	cr_assert_null(ent(log, 1)->wr.next, "2 left backup 1's list");
 	for (uint32_t i = 3; i < 7; i++)
 		cr_assert_eq(ent(log, i)->epoch, 2, "entry %u", i);
 	for (uint64_t i = 1; i < 8; i++)

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "migrate.h"
 
@@ -131,6 +132,7 @@ static void *pusher(void *arg)
 {
 	struct r2cc_wcstash *st = arg;
 	struct ibv_wc in[7];
+	unsigned int spins = 0;
 	uint64_t next = 0;
 
 	while (next < NTHREAD_WC) {
@@ -141,7 +143,7 @@ static void *pusher(void *arg)
 		fill(in, next, n);
 		if (r2cc_wcstash_push(st, in, n) == 0)
 			next += (uint64_t)n;
-		else
+		else if (++spins % 256 == 0)
 			sched_yield();
 	}
 	return NULL;
@@ -153,14 +155,17 @@ Test(wcstash, two_threads_deliver_each_once_in_order, .timeout = 30)
 	struct r2cc_wcstash *st = r2cc_wcstash_new(16);
 	struct ibv_wc out[5];
 	uint64_t popped = 0;
+	unsigned int spins = 0;
 	pthread_t t;
 
 	cr_assert_eq(pthread_create(&t, NULL, pusher, st), 0);
 	while (popped < NTHREAD_WC) {
 		int got;
 
+		/* Spin a little first: the threads should overlap */
 		if (r2cc_wcstash_empty(st)) {
-			sched_yield();
+			if (++spins % 256 == 0)
+				sched_yield();
 			continue;
 		}
 		got = r2cc_wcstash_pop(st, out, 1 + (int)(popped % 5));
@@ -178,5 +183,51 @@ Test(wcstash, two_threads_deliver_each_once_in_order, .timeout = 30)
 	cr_assert(r2cc_wcstash_empty(st));
 	cr_assert_eq(r2cc_wcstash_pop(st, out, 5), 0, "nothing extra");
 	cr_assert_eq(r2cc_wcstash_pushed(st), NTHREAD_WC);
+	r2cc_wcstash_free(st);
+}
+
+struct locked_call {
+	struct r2cc_wcstash *st;
+	bool push; /* else pop */
+	int ret;
+};
+
+static void *call(void *arg)
+{
+	struct locked_call *c = arg;
+	struct ibv_wc wc[2];
+
+	fill(wc, 40, 2);
+	if (c->push)
+		c->ret = r2cc_wcstash_push(c->st, wc, 2);
+	else
+		c->ret = r2cc_wcstash_pop(c->st, wc, 2);
+	return NULL;
+}
+
+/* White box: push and pop wait for the lock (the struct is in the header) */
+Test(wcstash, push_and_pop_take_the_lock, .timeout = 5)
+{
+	struct r2cc_wcstash *st = r2cc_wcstash_new(4);
+	struct locked_call c = { .st = st };
+	struct timespec ms50 = { 0, 50 * 1000 * 1000 };
+	struct ibv_wc wc[2];
+	pthread_t t;
+
+	for (int i = 0; i < 2; i++) {
+		c.push = !i;
+		c.ret = -1;
+		pthread_mutex_lock(&st->lock);
+		cr_assert_eq(pthread_create(&t, NULL, call, &c), 0);
+		nanosleep(&ms50, NULL);
+		cr_assert_eq(c.ret, -1, "%s ran under the lock",
+			     c.push ? "push" : "pop");
+		cr_assert_eq(r2cc_wcstash_empty(st), c.push);
+		pthread_mutex_unlock(&st->lock);
+		cr_assert_eq(pthread_join(t, NULL), 0);
+		cr_assert_eq(c.ret, c.push ? 0 : 2);
+	}
+	cr_assert(r2cc_wcstash_empty(st));
+	cr_assert_eq(r2cc_wcstash_pop(st, wc, 2), 0);
 	r2cc_wcstash_free(st);
 }
