@@ -15,23 +15,31 @@
 
 /*
  * The receive log of one QP's own receive queue: a copy of every receive
- * WR posted and not yet completed, oldest first, as one sequence across
+ * WR posted and not yet completed, oldest first, one sequence across
  * failovers (the logical QP). Each entry records the incarnation that owes
- * its completion: 0 for the original QP, k after the k-th fence. Nothing
- * allocates or locks after r2cc_recvlog_new(); the caller serialises
- * appends (post_recv) with completions and fences.
+ * its completion: 0 for the original QP, k after the k-th fence. Create it
+ * with the QP (posted and the peer's consumed count both start there).
+ * Nothing allocates or locks after r2cc_recvlog_new(); the caller
+ * serialises appends (post_recv) with completions and fences.
  *
- * Completion order: RC receives on a QP's own RQ complete in posting order,
- * and fence() leaves the consumed entries (owed a success by the fenced QP,
- * already in its CQ) ahead of the re-posted ones (owed by the backup, which
- * sees them only after they are re-posted there). So the successes of the
- * logical QP arrive in log order provided the poll path delivers a fenced
- * incarnation's successes before a later one's: complete() checks wr_ids,
- * which may repeat, so a caller that merges CQs must check
- * r2cc_recvlog_peek(log, 0)->epoch against the incarnation it polled.
- * Error completions of a fenced incarnation (IBV_WC_WR_FLUSH_ERR for the
- * entries re-posted on the backup) are dropped by the caller, never passed
- * to complete(): those entries are still owed a success by the backup.
+ * Why one in-order complete() serves every incarnation: an RC QP's own RQ
+ * completes in posting order, and a QP moved to ERR flushes its remaining
+ * WRs after the completions already made (IB spec, QP Error state; a WQ's
+ * completions are returned in order).
+ * So a fenced incarnation's CQ holds, for this QP, the successes of the
+ * pending entries in order, then flushes for the re-posted ones. The
+ * backup completes nothing before the re-posted entries reach it, and then
+ * completes them, and the later appends, in order. The log orders pending
+ * (older incarnations, by epoch) before re-posted before new, so the
+ * successes match the log order if the poll path delivers an incarnation's
+ * successes before a later one's. The CQs can hold both at once, and
+ * wr_ids may repeat, so a caller that merges CQs delivers a success of
+ * incarnation q only while r2cc_recvlog_peek(log, 0)->epoch == q, and
+ * holds it back otherwise. The caller drops every error completion of a
+ * fenced incarnation and never passes it to complete(): a flush is for an
+ * entry the backup still owes. A flush of incarnation q while an entry of
+ * epoch q is still pending means a consumed receive lost its success
+ * (byte_len and imm unknown): that cannot be hidden; surface the error.
  * SRQs are not covered: their receives complete out of order across QPs.
  */
 struct r2cc_recvlog;
