@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * migrate.h - the migrate module's one public header: 24-bit PSN arithmetic,
- * packets per send WR, and the per-QP send log that failover replays.
- * Locks: none. Each log is serialised by its QP's posting (see sendlog).
+ * packets per send WR, the per-QP send log that failover replays, and (in
+ * mig_logs.h) the receive log and the completion stash.
+ * Locks: none, but each wcstash's own (innermost). Each log is serialised
+ * by its QP's posting (see sendlog).
  */
 #ifndef R2CC_MIGRATE_H
 #define R2CC_MIGRATE_H
@@ -183,5 +185,7 @@ int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 uint32_t r2cc_sendlog_next_psn(const struct r2cc_sendlog *log);
 void r2cc_sendlog_get_stats(const struct r2cc_sendlog *log,
 			    struct r2cc_sendlog_stats *st);
+
+#include "mig_logs.h"
 
 #endif /* R2CC_MIGRATE_H */
