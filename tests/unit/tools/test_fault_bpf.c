@@ -99,6 +99,8 @@ static void setup(void)
 	skel = fault_bpf__open_and_load();
 	if (!skel && (errno == EPERM || errno == EACCES))
 		cr_skip_test("loading BPF needs CAP_BPF (run as root)");
+	if (!skel && errno == ENOSYS)
+		cr_skip_test("this kernel has no BPF system call");
 	cr_assert_not_null(skel, "load: %s", strerror(errno));
 	set_cfg(0, R2CC_FAULT_PPM_ALL, R2CC_FAULT_QPN_ANY, 0);
 }
