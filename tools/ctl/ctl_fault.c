@@ -211,7 +211,7 @@ static int fail(const char *netdev, const char *step, int err)
 		hint = " (needs root: CAP_BPF and CAP_NET_ADMIN)";
 	else if (err == -EEXIST)
 		hint = " (one per netdev: r2cc-ctl fault clear it first)";
-	else if (err == -ENOENT)
+	else if (err == -ENOENT && !strncmp(step, "read ", 5))
 		hint = " (no fault installed there)";
 	fprintf(stderr, "r2cc-ctl: fault: %s: %s: %s%s\n", netdev, step,
 		strerror(-err), hint);

@@ -62,9 +62,10 @@ static int bpffs_ready(void)
 
 	if (!statfs(BPFFS, &fs) && fs.f_type == BPF_FS_MAGIC)
 		return 0;
-	if (mount("bpf", BPFFS, "bpf", 0, "mode=0700"))
-		return -errno;
-	return 0;
+	if (!mount("bpf", BPFFS, "bpf", 0, "mode=0700"))
+		return 0;
+	/* No mount point or no such file system type: no BPF at all. */
+	return errno == ENOENT || errno == ENODEV ? -ENOTSUP : -errno;
 }
 
 static void unpin(const char *netdev)
@@ -190,8 +191,11 @@ int ctl_fault_install(const char *netdev, struct r2cc_fault_cfg *c,
 
 	libbpf_set_print(lbpf_print);
 	*step = "mount bpffs on " BPFFS;
-	if ((err = bpffs_ready()))
+	if ((err = bpffs_ready())) {
+		if (err == -ENOTSUP)
+			*step = "no bpffs in this kernel (CONFIG_BPF_SYSCALL)";
 		return err;
+	}
 	*step = "create " CTL_FAULT_PIN_DIR;
 	if (mkdir(CTL_FAULT_PIN_DIR, 0700) && errno != EEXIST)
 		return -errno;
