@@ -16,6 +16,7 @@ enum {
 	CTL_NODEV = 2, /* no RDMA devices on this machine */
 	CTL_DOWN = 3, /* not healthy: a rail down, a bad configuration */
 	CTL_NONE = 4, /* no process on this node runs r2cc */
+	CTL_UNSUPP = 5, /* this build or kernel cannot do it (fault) */
 };
 
 struct ctl_opts {
@@ -42,6 +43,7 @@ void pr_end_obj(void);
 /* @val NULL: "-" in text, null in JSON */
 void pr_str(const char *key, const char *fmt_text, const char *val);
 void pr_int(const char *key, const char *fmt_text, long long val);
+void pr_float(const char *key, const char *fmt_text, double val);
 void pr_newline(void);
 
 /* records.c: the live status records (of @pid only if > 0) in *@out;
@@ -59,5 +61,25 @@ int config_main(int argc, char **argv);
 int conn_main(int argc, char **argv);
 int metrics_main(int argc, char **argv);
 int events_main(int argc, char **argv);
+int fault_main(int argc, char **argv);
+
+/*
+ * The fault injector's kernel side (r2cc-ctl(8), fault): fault_tc.c with
+ * libbpf, or fault_none.c in a build without it (every call -ENOTSUP).
+ * Each returns 0 or -errno and points *@step at what failed.
+ * ctl_fault_install() attaches the tc program to cfg->ifindex's netdev,
+ * on the hooks cfg->flags name, and pins its maps under
+ * CTL_FAULT_PIN_DIR/@netdev; -EEXIST if one is there already.
+ */
+#define CTL_FAULT_PIN_DIR "/sys/fs/bpf/r2cc"
+struct r2cc_fault_cfg;
+struct r2cc_fault_stats;
+int ctl_fault_install(const char *netdev, struct r2cc_fault_cfg *cfg,
+		      const char **step);
+int ctl_fault_remove(const char *netdev, const char **step);
+int ctl_fault_read(const char *netdev, struct r2cc_fault_cfg *cfg,
+		   struct r2cc_fault_stats *st, const char **step);
+/* The netdevs that have a fault pinned, sorted; how many, or -errno. */
+int ctl_fault_list(char (*names)[16], int max, const char **step);
 
 #endif /* R2CC_CTL_H */

@@ -17,6 +17,7 @@ static const struct ctl_cmd objects[] = {
 	{ "conn", conn_main, "connections of the processes running r2cc" },
 	{ "metrics", metrics_main, "counters in Prometheus text format" },
 	{ "events", events_main, "what happened to the rails, when, why" },
+	{ "fault", fault_main, "inject RoCEv2 packet loss on a rail (eBPF)" },
 	{ "config", config_main, "check a configuration" },
 	{ 0 },
 };

@@ -109,6 +109,17 @@ void pr_int(const char *key, const char *fmt_text, long long val)
 	printf(ctl.pretty ? ": %lld" : ":%lld", val);
 }
 
+void pr_float(const char *key, const char *fmt_text, double val)
+{
+	if (!ctl.json) {
+		printf(fmt_text, val);
+		return;
+	}
+	sep();
+	json_str(key);
+	printf(ctl.pretty ? ": %.6g" : ":%.6g", val);
+}
+
 void pr_newline(void)
 {
 	if (!ctl.json)

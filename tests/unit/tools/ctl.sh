@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# ctl.sh R2CC_CTL FIXTURES STATUS_WRITER: r2cc-ctl's grammar, text and
-# JSON output (JSON checked by jq, Prometheus text by its grammar), exit
-# codes, config check against the sysfs fixtures, and conn show / metrics
-# against a live stand-in process and a stale record.
+# ctl.sh R2CC_CTL FIXTURES STATUS_WRITER [bpf|nobpf]: r2cc-ctl's grammar,
+# text and JSON output (JSON checked by jq, Prometheus text by its
+# grammar), exit codes, config check against the sysfs fixtures, conn
+# show / metrics against a live stand-in process and a stale record, and
+# the fault injector's arguments (no privilege, nothing attached).
 set -u
-ctl=$1 fx=$2 writer=$3
+ctl=$1 fx=$2 writer=$3 bpf=${4:-bpf}
 fail=0 n=0
 t() { # t NAME WANT_RC CMD...: run CMD, expect exit WANT_RC
 	local name=$1 want=$2 rc
@@ -100,5 +101,46 @@ kill -9 "$w2pid"; wait "$W2_PID" 2>/dev/null || true
 [ -e "$tmp/r2cc.$(id -u).$w2pid" ] || { echo "FAIL: no record left by kill -9"; fail=1; }
 t conn-stale 4 $ctl conn show
 [ -e "$tmp/r2cc.$(id -u).$w2pid" ] && { echo "FAIL: stale record kept"; fail=1; }
+
+# fault: arguments are checked before anything touches the kernel. The
+# mlx fixture's RoCE rail mlx5_3 has netdev ens8f0np0, which no test
+# machine has, so a command that parses stops at "No such device" and a
+# parser that let a bad value through would be caught by that message.
+fd() { t "$1" "$2" env R2CC_SYSFS_ROOT="$fx/sysfs-mlx" "$ctl" fault drop "${@:3}"; }
+for v in 101 0 -5 abc 50x nan inf 1e3 '' 0.00001; do
+	fd "fault-percent[$v]" 1 mlx5_3 --percent "$v" && has "$err" "bad --percent"
+done
+for v in 0x1000000 16777216 -1 zz 0x 1.5; do
+	fd "fault-qpn[$v]" 1 mlx5_3 --qpn "$v" && has "$err" "bad --qpn"
+done
+for v in -1 1.5 x; do
+	fd "fault-after[$v]" 1 mlx5_3 --after "$v" && has "$err" "bad --after"
+done
+for v in 0 -3 x 864001; do
+	fd "fault-for[$v]" 1 mlx5_3 --for "$v" && has "$err" "bad --for"
+done
+fd fault-dir 1 mlx5_3 --dir sideways && has "$err" "bad --dir"
+fd fault-noval 1 mlx5_3 --percent && has "$err" "needs a value"
+fd fault-badopt 1 mlx5_3 --frob && has "$err" "unknown option"
+fd fault-norail 1 && has "$err" "usage: r2cc-ctl fault drop RAIL"
+# Good values pass the parser: the netdev lookup is what stops them.
+fd fault-good 1 mlx5_3 --percent 0.5 --after 200 --qpn 0xffffff --for 1.5 \
+	--dir=egress && has "$err" "ens8f0np0: netdev: No such device"
+grep -q "bad" "$err" && { echo "FAIL fault-good: $(cat "$err")"; fail=1; }
+fd fault-qpn-dec 1 mlx5_3/1 --qpn 16777215 && has "$err" "ens8f0np0: netdev"
+# RAIL: unknown, not RoCE (InfiniBand, no netdev), a netdev not in sysfs.
+fd fault-unknown 1 mlx5_9 && has "$err" "rail mlx5_9: No such device"
+fd fault-ib 1 mlx5_0 && has "$err" "rail mlx5_0: not RoCE (link layer InfiniBand"
+fd fault-ib-port 1 mlx5_1/1 --percent 5 && has "$err" "not RoCE"
+fd fault-nonetdev 1 nosuch0 && has "$err" "rail nosuch0: No such device"
+t fault-clear-usage 1 "$ctl" fault clear && has "$err" "usage: r2cc-ctl fault clear RAIL"
+t fault-clear-ib 1 env R2CC_SYSFS_ROOT="$fx/sysfs-mlx" "$ctl" fault clear mlx5_0 &&
+	has "$err" "not RoCE"
+t fault-help 0 "$ctl" fault help && has "$err" "drop"
+t fault-drop-help 0 "$ctl" fault drop --help && has "$out" "--percent P"
+t fault-unknown-cmd 1 "$ctl" fault frob && has "$err" "unknown word"
+if [ "$bpf" = nobpf ]; then
+	t fault-nobpf 5 "$ctl" fault show && has "$err" "built without the fault injector"
+fi
 echo "ctl: $n cases"
 exit $fail
