@@ -10,58 +10,14 @@
 #include <string.h>
 
 #include "chan.h"
-#include "protect.h"
+#include "mig_int.h"
 
-#define MAX_PEER_MRS 4096
-#define MAX_EARLY 256
+struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			      .mr_lock = PTHREAD_RWLOCK_INITIALIZER };
 
-/* The peer's MR keys on its backup rail, learned through MR_KEYS. */
-struct peer_mr {
-	uint64_t peer;
-	struct r2cc_ctrl_mr mr;
-};
-
-struct r2cc_mig_qp {
-	struct r2cc_mig_qp *next;
-	uint64_t cookie; /* resolve cookie: never a pointer */
-	uint32_t state; /* enum r2cc_prot_state */
-	struct ibv_qp *qp; /* the program's */
-	const void *pd;
-	struct ibv_qp_attr attr; /* the program's, merged */
-	uint32_t qpn, dest_qpn;
-	uint8_t gid[16], dest_gid[16];
-	int rail, backup_rail;
-	struct ibv_cq *bcq; /* owned: the backup's CQ */
-	struct ibv_qp *bqp; /* owned: the backup QP */
-	uint8_t bgid[16];
-	uint32_t bpsn; /* the backup's first send PSN */
-	uint64_t peer; /* the peer's control id, 0 until known */
-	bool bind_sent, bind_got;
-	struct r2cc_ctrl_msg peer_bind; /* the peer's QP_BIND */
-	struct r2cc_status_qp *slot;
-};
-
-static struct {
-	pthread_mutex_t lock; /* everything below */
-	bool on;
-	struct r2cc_mig_verbs v;
-	struct r2cc_mig_env env;
-	struct r2cc_mig_qp *qps;
-	uint64_t next_cookie;
-	struct peer_mr *mrs; /* owned: MAX_PEER_MRS */
-	int nmrs;
-	uint64_t no_peer_logged; /* unprotected QPs, logged once */
-	/* QP_BINDs that came before our QP reached RTS (a ring). */
-	struct early {
-		uint64_t peer;
-		struct r2cc_ctrl_msg m;
-	} * early; /* owned: MAX_EARLY */
-	unsigned int nearly;
-} ps = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static void set_state(struct r2cc_mig_qp *mq, uint32_t st)
+void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
 {
-	mq->state = st;
+	atomic_store_explicit(&mq->state, st, memory_order_release);
 	if (mq->slot)
 		atomic_store_explicit(&mq->slot->prot, st,
 				      memory_order_relaxed);
@@ -161,7 +117,7 @@ static int connect_backup(struct r2cc_mig_qp *mq)
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = mq->attr.timeout;
-	a.retry_cnt = mq->attr.retry_cnt;
+	a.retry_cnt = mq->attr.retry_cnt > 6 ? 6 : mq->attr.retry_cnt;
 	a.rnr_retry = 7;
 	a.sq_psn = mq->bpsn;
 	a.max_rd_atomic = mq->attr.max_rd_atomic;
@@ -183,10 +139,10 @@ static void try_ready(struct r2cc_mig_qp *mq)
 			  "%s; unprotected",
 			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 			  strerror(ret));
-		set_state(mq, R2CC_PROT_NONE);
+		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
 		return;
 	}
-	set_state(mq, R2CC_PROT_READY);
+	r2cc_mig_set_state(mq, R2CC_PROT_READY);
 	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x",
 		  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 		  mq->peer_bind.qp_bind.backup.qpn);
@@ -194,7 +150,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 
 static void unprotected(struct r2cc_mig_qp *mq, const char *why)
 {
-	set_state(mq, R2CC_PROT_NONE);
+	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
 	/* One line per process, then at debug level: a job may have
 	 * thousands of QPs to a peer without r2cc. */
 	if (ps.no_peer_logged++)
@@ -293,10 +249,18 @@ static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_lock(&ps.lock);
 	switch (m->hdr.type) {
 	case R2CC_CTRL_MR_KEYS:
+		pthread_rwlock_wrlock(&ps.mr_lock);
 		got_mr_keys(peer, m);
+		pthread_rwlock_unlock(&ps.mr_lock);
 		break;
 	case R2CC_CTRL_MR_INVALIDATE:
+		pthread_rwlock_wrlock(&ps.mr_lock);
 		got_mr_inval(peer, m);
+		pthread_rwlock_unlock(&ps.mr_lock);
+		break;
+	case R2CC_CTRL_FAILOVER:
+	case R2CC_CTRL_FAILOVER_ACK:
+		r2cc_mig_got_failover(peer, m);
 		break;
 	case R2CC_CTRL_QP_BIND:
 		got_bind(peer, m);
@@ -390,56 +354,130 @@ void r2cc_mig_stop(void)
 	r2cc_chan_stop();
 }
 
-static struct r2cc_mig_qp *mq_new(const struct r2cc_mig_desc *d)
+bool r2cc_mig_on(void)
 {
-	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
-	struct r2cc_mig_qp *mq = calloc(1, sizeof(*mq));
-	union ibv_gid g, bg;
+	return ps.on && r2cc_chan_running();
+}
 
-	if (!mq)
+struct r2cc_mig_cq *r2cc_mig_cq_new(int cqe)
+{
+	struct r2cc_mig_cq *mc = calloc(1, sizeof(*mc));
+
+	if (!mc)
 		return NULL;
-	/* The backup uses the GID index the program chose (RoCE v2 over
-	 * IPv4 at the same index on every rail of a node). */
-	if (ps.v.query_gid(d->qp->context, ah->port_num ? ah->port_num : 1,
-			   ah->grh.sgid_index, &g) ||
-	    ps.v.query_gid(d->backup_ctx, 1, ah->grh.sgid_index, &bg)) {
-		free(mq);
+	/* Room for a full CQ of synthesised completions. */
+	mc->stash = r2cc_wcstash_new(cqe > 0 ? (uint32_t)cqe * 2 : 64);
+	if (!mc->stash) {
+		free(mc);
 		return NULL;
 	}
-	mq->qp = d->qp;
-	mq->pd = d->pd;
-	mq->attr = *d->attr;
-	mq->qpn = d->qp->qp_num;
-	mq->dest_qpn = d->attr->dest_qp_num;
-	memcpy(mq->dest_gid, ah->grh.dgid.raw, 16);
-	memcpy(mq->gid, g.raw, 16);
-	memcpy(mq->bgid, bg.raw, 16);
-	mq->rail = d->rail;
-	mq->backup_rail = d->backup_rail;
-	mq->slot = d->slot;
+	pthread_mutex_init(&mc->lock, NULL);
+	return mc;
+}
+
+void r2cc_mig_cq_free(struct r2cc_mig_cq *mc)
+{
+	if (!mc)
+		return;
+	r2cc_wcstash_free(mc->stash);
+	pthread_mutex_destroy(&mc->lock);
+	free(mc);
+}
+
+bool r2cc_mig_cq_busy(struct r2cc_mig_cq *mc)
+{
+	return !r2cc_wcstash_empty(mc->stash) ||
+	       __atomic_load_n(&mc->nqps, __ATOMIC_RELAXED);
+}
+
+struct r2cc_mig_qp *r2cc_mig_qp_new(struct ibv_qp *qp,
+				    const struct ibv_qp_cap *cap, bool sig_all,
+				    struct r2cc_mig_cq *scq,
+				    struct r2cc_mig_cq *rcq,
+				    struct r2cc_status_qp *slot)
+{
+	struct r2cc_mig_qp *mq;
+
+	if (!r2cc_mig_on() || !scq || !rcq)
+		return NULL;
+	mq = calloc(1, sizeof(*mq));
+	if (!mq)
+		return NULL;
+	mq->rlog = r2cc_recvlog_new(cap->max_recv_wr ? cap->max_recv_wr : 1,
+				    cap->max_recv_sge ? cap->max_recv_sge : 1);
+	mq->slog = r2cc_sendlog_new(cap->max_send_wr ? cap->max_send_wr : 1,
+				    cap->max_send_sge ? cap->max_send_sge : 1,
+				    cap->max_inline_data, sig_all);
+	if (!mq->rlog || !mq->slog) {
+		r2cc_recvlog_free(mq->rlog);
+		r2cc_sendlog_free(mq->slog);
+		free(mq);
+		r2cc_warn("QP %#x: no memory for its logs: unprotected",
+			  qp->qp_num);
+		return NULL;
+	}
+	pthread_mutex_init(&mq->lock, NULL);
+	mq->qp = qp;
+	mq->pd = qp->pd;
+	mq->qpn = qp->qp_num;
+	mq->cap = *cap;
+	mq->sig_all = sig_all;
+	mq->scq = scq;
+	mq->rcq = rcq;
+	mq->slot = slot;
+	mq->rail = -1;
+	mq->backup_rail = -1;
+	mq->logging = true;
+	pthread_mutex_lock(&ps.lock);
+	mq->cookie = ++ps.next_cookie;
+	mq->next = ps.qps;
+	ps.qps = mq;
+	pthread_mutex_unlock(&ps.lock);
 	return mq;
 }
 
-/* The backup: a CQ and an RC QP on the shadow PD, RESET -> INIT. */
+/* Our GIDs: the program's, and the backup's at the same index (RoCE v2
+ * over IPv4 sits at the same index on every rail of a node). */
+static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
+{
+	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
+	union ibv_gid g, bg;
+
+	if (ps.v.query_gid(mq->qp->context, ah->port_num ? ah->port_num : 1,
+			   ah->grh.sgid_index, &g) ||
+	    ps.v.query_gid(d->backup_ctx, 1, ah->grh.sgid_index, &bg))
+		return -EIO;
+	memcpy(mq->gid, g.raw, 16);
+	memcpy(mq->bgid, bg.raw, 16);
+	return 0;
+}
+
+/* The backup: its CQ(s) and an RC QP on the shadow PD, RESET -> INIT. */
 static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr a;
-	int ret;
 
-	mq->bcq = ps.v.create_cq(d->backup_ctx,
-				 (int)(d->max_send_wr + d->max_recv_wr), NULL,
-				 NULL, 0);
-	if (!mq->bcq)
+	mq->bscq = ps.v.create_cq(d->backup_ctx, (int)mq->cap.max_send_wr + 1,
+				  NULL, NULL, 0);
+	if (!mq->bscq)
 		return errno ? errno : ENOMEM;
+	/* Receives complete on their own CQ when the program's do. */
+	if (mq->rcq != mq->scq) {
+		mq->brcq = ps.v.create_cq(d->backup_ctx,
+					  (int)mq->cap.max_recv_wr + 1, NULL,
+					  NULL, 0);
+		if (!mq->brcq)
+			return errno ? errno : ENOMEM;
+	} else {
+		mq->brcq = mq->bscq;
+	}
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = ia.recv_cq = mq->bcq;
+	ia.send_cq = mq->bscq;
+	ia.recv_cq = mq->brcq;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = d->max_send_wr;
-	ia.cap.max_recv_wr = d->max_recv_wr;
-	ia.cap.max_send_sge = d->max_send_sge;
-	ia.cap.max_recv_sge = d->max_recv_sge;
-	ia.cap.max_inline_data = d->max_inline;
+	ia.cap = mq->cap;
+	ia.sq_sig_all = mq->sig_all;
 	mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
 	if (!mq->bqp)
 		return errno ? errno : ENOMEM;
@@ -447,22 +485,22 @@ static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = d->attr->qp_access_flags;
-	ret = ps.v.modify_qp(mq->bqp, &a,
-			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				     IBV_QP_ACCESS_FLAGS);
-	if (ret)
-		return ret;
 	mq->bpsn = (uint32_t)random() & 0xffffff;
-	return 0;
+	return ps.v.modify_qp(mq->bqp, &a,
+			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				      IBV_QP_ACCESS_FLAGS);
 }
 
-static void mq_free(struct r2cc_mig_qp *mq)
+static void drop_backup(struct r2cc_mig_qp *mq)
 {
 	if (mq->bqp && ps.v.destroy_qp(mq->bqp))
 		r2cc_warn("backup QP %#x: destroy failed", mq->bqp->qp_num);
-	if (mq->bcq && ps.v.destroy_cq(mq->bcq))
+	if (mq->brcq && mq->brcq != mq->bscq && ps.v.destroy_cq(mq->brcq))
 		r2cc_warn("backup CQ: destroy failed");
-	free(mq);
+	if (mq->bscq && ps.v.destroy_cq(mq->bscq))
+		r2cc_warn("backup CQ: destroy failed");
+	mq->bqp = NULL;
+	mq->bscq = mq->brcq = NULL;
 }
 
 /* The peer's QP_BIND came first: answer it, no lookup needed. */
@@ -482,52 +520,64 @@ static bool take_early(struct r2cc_mig_qp *mq)
 	return false;
 }
 
-struct r2cc_mig_qp *r2cc_mig_protect(const struct r2cc_mig_desc *d)
+void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
 	struct r2cc_ctrl_qp_ref ref;
-	struct r2cc_mig_qp *mq;
-	int ret;
+	int ret, mtu;
 
-	if (!ps.on || !r2cc_chan_running())
-		return NULL;
+	if (!mq)
+		return;
 	pthread_mutex_lock(&ps.lock);
-	mq = mq_new(d);
-	if (!mq) {
-		pthread_mutex_unlock(&ps.lock);
-		r2cc_warn("QP %#x: GIDs unreadable: unprotected",
-			  d->qp->qp_num);
-		return NULL;
+	pthread_mutex_lock(&mq->lock);
+	if (!mq->logging || mq->bqp)
+		goto out;
+	if (!d) {
+		r2cc_dbg("QP %#x: no backup rail or no GRH: unprotected",
+			 mq->qpn);
+		mq->logging = false;
+		goto out;
+	}
+	mq->attr = *d->attr;
+	mq->dest_qpn = d->attr->dest_qp_num;
+	memcpy(mq->dest_gid, d->attr->ah_attr.grh.dgid.raw, 16);
+	mq->rail = d->rail;
+	mq->backup_rail = d->backup_rail;
+	mtu = r2cc_mtu_bytes(d->attr->path_mtu);
+	ret = mtu < 0 ? mtu :
+			r2cc_sendlog_start(mq->slog, d->attr->sq_psn,
+					   (uint32_t)mtu);
+	if (!ret)
+		ret = read_gids(mq, d);
+	if (ret) {
+		r2cc_warn("QP %#x: no PSN/MTU/GID to protect it by: "
+			  "unprotected",
+			  mq->qpn);
+		mq->logging = false;
+		goto out;
 	}
 	ret = make_backup(mq, d);
 	if (ret) {
 		r2cc_warn("QP %#x: no backup QP on rail %d (%s): unprotected",
 			  mq->qpn, d->backup_rail, strerror(ret));
-		mq_free(mq);
-		pthread_mutex_unlock(&ps.lock);
-		return NULL;
+		drop_backup(mq);
+		mq->logging = false;
+		goto out;
 	}
-	mq->cookie = ++ps.next_cookie;
-	mq->next = ps.qps;
-	ps.qps = mq;
 	if (mq->slot) {
 		atomic_store(&mq->slot->backup_rail, d->backup_rail);
 		atomic_store(&mq->slot->backup_qpn, mq->bqp->qp_num);
 		mq->slot->peer_qpn = mq->dest_qpn;
 	}
-	set_state(mq, R2CC_PROT_BINDING);
-	if (take_early(mq)) {
-		pthread_mutex_unlock(&ps.lock);
-		return mq;
-	}
+	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
+	if (take_early(mq))
+		goto out;
 	ref.qpn = mq->dest_qpn;
 	memcpy(ref.gid, mq->dest_gid, 16);
-	pthread_mutex_unlock(&ps.lock);
-	if (r2cc_chan_resolve(&ref, mq->cookie)) {
-		pthread_mutex_lock(&ps.lock);
+	if (r2cc_chan_resolve(&ref, mq->cookie))
 		unprotected(mq, "the control channel is down");
-		pthread_mutex_unlock(&ps.lock);
-	}
-	return mq;
+out:
+	pthread_mutex_unlock(&mq->lock);
+	pthread_mutex_unlock(&ps.lock);
 }
 
 void r2cc_mig_release(struct r2cc_mig_qp *mq)
@@ -541,11 +591,16 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 		;
 	if (*pp)
 		*pp = mq->next;
-	mq_free(mq);
 	pthread_mutex_unlock(&ps.lock);
+	r2cc_mig_cq_detach(mq);
+	drop_backup(mq);
+	r2cc_sendlog_free(mq->slog);
+	r2cc_recvlog_free(mq->rlog);
+	pthread_mutex_destroy(&mq->lock);
+	free(mq);
 }
 
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq)
 {
-	return mq ? mq->state : R2CC_PROT_NONE;
+	return mq ? atomic_load(&mq->state) : R2CC_PROT_NONE;
 }

@@ -29,6 +29,8 @@ struct r2cc_mig_verbs {
 	int (*destroy_qp)(struct ibv_qp *qp);
 	int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index,
 			 union ibv_gid *gid);
+	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+			struct ibv_qp_init_attr *init);
 };
 
 /* What migrate asks the shim. */
@@ -39,15 +41,14 @@ struct r2cc_mig_env {
 	 * rkeys and the shadows' (at most @max). */
 	int (*mr_keys)(const void *pd, int rail, struct r2cc_ctrl_mr *out,
 		       int max);
+	/* The lkey of the shadow on @rail of the program's MR @lkey. */
+	int (*lkey_xlate)(const void *pd, int rail, uint32_t lkey,
+			  uint32_t *out);
 };
 
 /* What the shim knows of a QP that just reached RTS. */
 struct r2cc_mig_desc {
-	struct ibv_qp *qp; /* the program's (borrowed) */
-	const void *pd; /* the program's PD, for env->mr_keys */
 	const struct ibv_qp_attr *attr; /* what the program set, merged */
-	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge,
-		max_inline;
 	int rail; /* the primary's rail */
 	int backup_rail; /* chosen by policy/ */
 	struct ibv_context *backup_ctx; /* r2cc's private context there */
@@ -56,6 +57,7 @@ struct r2cc_mig_desc {
 };
 
 struct r2cc_mig_qp;
+struct r2cc_mig_cq;
 
 /**
  * r2cc_mig_start() - start the control channel (R2CC_SECRET_FILE set)
@@ -70,16 +72,47 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		   const struct r2cc_mig_env *env, const char *const *rail_if,
 		   int nrail);
 void r2cc_mig_stop(void);
+bool r2cc_mig_on(void);
+/* A program CQ protected QPs may complete on (NULL: out of memory). */
+struct r2cc_mig_cq *r2cc_mig_cq_new(int cqe);
+void r2cc_mig_cq_free(struct r2cc_mig_cq *mc);
 /**
- * r2cc_mig_protect() - the program's RC QP reached RTS: make its backup
- * and bind it to the peer's (asynchronously, bounded)
- * Return: the protection state (free with r2cc_mig_release()), or NULL:
- * the QP is unprotected (why is logged once).
+ * r2cc_mig_qp_new() - the program created an RC QP (own receive queue):
+ * its receives are logged from now on
+ * @qp: the program's QP; @cap: its capabilities as the provider returned
+ * @sig_all: sq_sig_all; @scq, @rcq: its CQs' r2cc_mig_cq
+ * Return: the protection state, or NULL (unprotected; logged).
  */
-struct r2cc_mig_qp *r2cc_mig_protect(const struct r2cc_mig_desc *d);
-/* The program destroys its QP: drop the backup. */
+struct r2cc_mig_qp *r2cc_mig_qp_new(struct ibv_qp *qp,
+				    const struct ibv_qp_cap *cap, bool sig_all,
+				    struct r2cc_mig_cq *scq,
+				    struct r2cc_mig_cq *rcq,
+				    struct r2cc_status_qp *slot);
+/* The QP reached RTS: make its backup and bind it to the peer's
+ * (asynchronously, bounded). Failures leave it unprotected (logged). */
+void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+/* The program destroys its QP: drop the backup (after the real destroy). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
 /* enum r2cc_prot_state of @mq */
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq);
+
+/* The data path of a QP with protection state (failover.c). Posts:
+ * ibv_post_send/recv's contract; @post is the provider's. */
+int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad,
+		       int (*post)(struct ibv_qp *, struct ibv_send_wr *,
+				   struct ibv_send_wr **));
+int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
+		       struct ibv_recv_wr **bad,
+		       int (*post)(struct ibv_qp *, struct ibv_recv_wr *,
+				   struct ibv_recv_wr **));
+/* A completion of @mq polled from the program's CQ: 1 deliver, 0 hide. */
+int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct ibv_wc *wc);
+/* After the program's CQ: stashed and backup completions, up to @n. */
+int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
+/* Anything for r2cc_mig_poll_more() (lock-free)? */
+bool r2cc_mig_cq_busy(struct r2cc_mig_cq *mc);
+/* A rail went down: every ready QP on it fails over. */
+void r2cc_mig_rail_down(int rail);
 
 #endif /* R2CC_MIGRATE_PROTECT_H */

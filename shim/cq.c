@@ -24,6 +24,14 @@ struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq)
 	return r2cc_obj_add(cq, q, R2CC_OBJ_CQ, free);
 }
 
+static void cq_free(void *obj)
+{
+	struct r2cc_cq *q = obj;
+
+	r2cc_mig_cq_free(q->mc);
+	free(q);
+}
+
 R2CC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe,
 					 void *cq_context,
 					 struct ibv_comp_channel *ch,
@@ -55,7 +63,7 @@ R2CC_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	q = r2cc_lookup(cq, R2CC_OBJ_CQ);
 	ret = r2cc_real.ibv_destroy_cq(cq);
 	if (!ret && q)
-		r2cc_obj_del(cq, q, free);
+		r2cc_obj_del(cq, q, cq_free);
 	return ret;
 }
 

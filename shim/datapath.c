@@ -24,7 +24,10 @@ static int dp_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 
 	if (unlikely(!q))
 		return ctx_of(qp->context)->post_send(qp, wr, bad);
-	ret = q->ctx->post_send(qp, wr, bad);
+	if (unlikely(q->mig))
+		ret = r2cc_mig_post_send(q->mig, wr, bad, q->ctx->post_send);
+	else
+		ret = q->ctx->post_send(qp, wr, bad);
 	if (unlikely(ret))
 		stop = *bad; /* WRs before it were posted */
 	for (w = wr; w && w != stop; w = w->next)
@@ -50,7 +53,10 @@ static int dp_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 
 	if (unlikely(!q))
 		return ctx_of(qp->context)->post_recv(qp, wr, bad);
-	ret = q->ctx->post_recv(qp, wr, bad);
+	if (unlikely(q->mig))
+		ret = r2cc_mig_post_recv(q->mig, wr, bad, q->ctx->post_recv);
+	else
+		ret = q->ctx->post_recv(qp, wr, bad);
 	r2cc_stat_add(&q->st->posted_recv, recv_posted(wr, ret ? *bad : NULL));
 	return ret;
 }
@@ -81,12 +87,41 @@ static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
 		r2cc_stat_add(&q->st->bytes_polled, len);
 }
 
+/*
+ * A CQ protected QPs may complete on: their completions go through
+ * migrate/ (logs retired, a fenced QP's hidden), then what migrate/ has
+ * for this CQ (synthesised, and the backups') is added.
+ */
+static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
+			  struct ibv_wc *wc, int got)
+{
+	struct r2cc_cq *q = r2cc_lookup(cq, R2CC_OBJ_CQ);
+	struct r2cc_mig_cq *mc = q ? q->mc : NULL;
+	int i, kept = 0;
+
+	for (i = 0; i < got; i++) {
+		struct r2cc_qp *p = r2cc_map_lookup(
+			&r2cc_shim.qpn, r2cc_qpn_key(c, wc[i].qp_num));
+
+		if (p && p->mig && !r2cc_mig_wc(p->mig, &wc[i]))
+			continue;
+		if (kept != i)
+			wc[kept] = wc[i];
+		kept++;
+	}
+	if (mc && kept < n && r2cc_mig_cq_busy(mc))
+		kept += r2cc_mig_poll_more(mc, n - kept, wc + kept);
+	return kept;
+}
+
 static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct r2cc_ctx *c = ctx_of(cq->context);
 	int got, i;
 
 	got = c->poll_cq(cq, n, wc);
+	if (unlikely(r2cc_shim.protecting) && got >= 0)
+		got = poll_protected(c, cq, n, wc, got);
 	for (i = 0; i < got; i++)
 		count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
 			 wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
@@ -168,7 +203,8 @@ static struct ibv_qp *dp_create_qp_ex(struct ibv_context *ctx,
 	struct ibv_qp *qp = c->create_qp_ex(ctx, attr);
 
 	if (qp)
-		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, attr);
+		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, attr,
+				&attr->cap, attr->sq_sig_all);
 	return qp;
 }
 

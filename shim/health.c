@@ -62,6 +62,8 @@ static void on_change(int rail, enum r2cc_rail_state state,
 		  ts.tv_nsec / 1000);
 	publish(rail);
 	r2cc_status_event(rail, state, cause);
+	if (state == R2CC_RAIL_DOWN)
+		r2cc_mig_rail_down(rail);
 }
 
 void r2cc_shim_health_start(void)

@@ -176,7 +176,10 @@ static struct ibv_mr *mr_created(struct ibv_mr *mr, struct ibv_pd *pd,
 		mr_mirror(m);
 	}
 	errno = saved;
-	r2cc_obj_add(mr, m, R2CC_OBJ_MR, mr_free);
+	if (r2cc_obj_add(mr, m, R2CC_OBJ_MR, mr_free) && r2cc_shim.protecting)
+		r2cc_map_insert(&r2cc_shim.lkey, r2cc_qpn_key(p->ctx, mr->lkey),
+				m);
+	errno = saved;
 	return mr;
 }
 
@@ -252,10 +255,17 @@ R2CC_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	struct r2cc_mr *m;
 	int ret;
 
+	uintptr_t lkey = 0;
+
 	R2CC_ENTER(ibv_dereg_mr, ENOSYS, mr);
 	m = r2cc_lookup(mr, R2CC_OBJ_MR);
+	if (m && r2cc_shim.protecting)
+		lkey = r2cc_qpn_key(m->pd->ctx, mr->lkey);
 	ret = r2cc_real.ibv_dereg_mr(mr);
-	if (!ret && m)
+	if (!ret && m) {
+		if (lkey)
+			r2cc_map_remove(&r2cc_shim.lkey, lkey);
 		r2cc_obj_del(mr, m, mr_free);
+	}
 	return ret;
 }

@@ -62,24 +62,48 @@ static int mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr *out, int max)
 	return w.n;
 }
 
+static int lkey_xlate(const void *pd, int rail, uint32_t lkey, uint32_t *out)
+{
+	struct r2cc_pd *p = r2cc_lookup(pd, R2CC_OBJ_PD);
+	struct r2cc_mr *m;
+
+	if (!p || rail < 0 || rail >= R2CC_MAX_RAILS)
+		return -EINVAL;
+	m = r2cc_map_lookup(&r2cc_shim.lkey, r2cc_qpn_key(p->ctx, lkey));
+	if (!m || !m->shadow[rail])
+		return -ENOENT;
+	*out = m->shadow[rail]->lkey;
+	return 0;
+}
+
 void r2cc_shim_protect_start(void)
 {
-	static const struct r2cc_mig_verbs v = { 0 };
-	struct r2cc_mig_verbs real = v;
 	const struct r2cc_mig_env env = { .dev_of_gid = dev_of_gid,
-					  .mr_keys = mr_keys };
+					  .mr_keys = mr_keys,
+					  .lkey_xlate = lkey_xlate };
+	struct r2cc_mig_verbs real = {
+		.create_cq = r2cc_real.ibv_create_cq,
+		.destroy_cq = r2cc_real.ibv_destroy_cq,
+		.create_qp = r2cc_real.ibv_create_qp,
+		.modify_qp = r2cc_real.ibv_modify_qp,
+		.destroy_qp = r2cc_real.ibv_destroy_qp,
+		.query_gid = ibv_query_gid, /* not hooked: libibverbs' own */
+		.query_qp = r2cc_real.ibv_query_qp,
+	};
 	const char *rail_if[R2CC_MAX_RAILS];
 	int r;
 
-	real.create_cq = r2cc_real.ibv_create_cq;
-	real.destroy_cq = r2cc_real.ibv_destroy_cq;
-	real.create_qp = r2cc_real.ibv_create_qp;
-	real.modify_qp = r2cc_real.ibv_modify_qp;
-	real.destroy_qp = r2cc_real.ibv_destroy_qp;
-	real.query_gid = ibv_query_gid; /* not hooked: libibverbs' own */
 	for (r = 0; r < r2cc_shim.nrail; r++)
 		rail_if[r] = r2cc_shim.dev[r].netdev;
-	r2cc_mig_start(&r2cc_shim.cfg, &real, &env, rail_if, r2cc_shim.nrail);
+	if (r2cc_mig_start(&r2cc_shim.cfg, &real, &env, rail_if,
+			   r2cc_shim.nrail))
+		return;
+	if (r2cc_map_init(&r2cc_shim.lkey)) {
+		r2cc_mig_stop();
+		r2cc_err("out of memory: connections run unprotected");
+		return;
+	}
+	r2cc_shim.protecting = true;
 }
 
 /* The backup rail of a QP on @rail: the first other usable rail of the
@@ -94,37 +118,54 @@ static int backup_rail(const struct r2cc_pd *p, int rail)
 	return -1;
 }
 
+/* The r2cc_mig_cq of the program's @cq, made on first use. */
+static struct r2cc_mig_cq *mig_cq(struct ibv_cq *cq)
+{
+	struct r2cc_cq *c = cq ? r2cc_lookup(cq, R2CC_OBJ_CQ) : NULL;
+	struct r2cc_mig_cq *mc;
+
+	if (!c)
+		return NULL;
+	pthread_mutex_lock(&r2cc_shim.lock);
+	mc = c->mc;
+	if (!mc) {
+		mc = r2cc_mig_cq_new(cq->cqe);
+		c->mc = mc;
+	}
+	pthread_mutex_unlock(&r2cc_shim.lock);
+	return mc;
+}
+
+void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
+			 bool sig_all)
+{
+	if (q->rail < 0)
+		return;
+	q->mig = r2cc_mig_qp_new(q->qp, cap, sig_all, mig_cq(q->qp->send_cq),
+				 mig_cq(q->qp->recv_cq), q->slot);
+}
+
 void r2cc_qp_rts(struct r2cc_qp *q)
 {
-	struct ibv_qp_init_attr init;
 	struct r2cc_mig_desc d;
-	struct ibv_qp_attr cur;
 	struct r2cc_pd *p;
 	int saved = errno;
 
-	if (q->mig || q->qp_type != IBV_QPT_RC || q->has_srq || q->rail < 0)
+	if (!q->mig || r2cc_mig_state(q->mig) != R2CC_PROT_NONE)
 		return;
 	p = r2cc_lookup(q->qp->pd, R2CC_OBJ_PD);
 	memset(&d, 0, sizeof(d));
 	d.backup_rail = p ? backup_rail(p, q->rail) : -1;
 	if (d.backup_rail < 0 || !(q->attr_mask & IBV_QP_AV) ||
-	    !q->attr.ah_attr.is_global ||
-	    r2cc_real.ibv_query_qp(q->qp, &cur, IBV_QP_CAP, &init)) {
+	    !q->attr.ah_attr.is_global) {
+		r2cc_mig_protect(q->mig, NULL); /* unprotected */
 		errno = saved;
 		return;
 	}
-	d.qp = q->qp;
-	d.pd = q->qp->pd;
 	d.attr = &q->attr;
-	d.max_send_wr = init.cap.max_send_wr;
-	d.max_recv_wr = init.cap.max_recv_wr;
-	d.max_send_sge = init.cap.max_send_sge;
-	d.max_recv_sge = init.cap.max_recv_sge;
-	d.max_inline = init.cap.max_inline_data;
 	d.rail = q->rail;
 	d.backup_ctx = r2cc_rail_ctx(d.backup_rail);
 	d.backup_pd = p->shadow[d.backup_rail];
-	d.slot = q->slot;
-	q->mig = r2cc_mig_protect(&d);
+	r2cc_mig_protect(q->mig, &d);
 	errno = saved;
 }

@@ -112,7 +112,8 @@ static void qp_retire(void *obj)
 
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 			       enum ibv_qp_type type, bool has_srq,
-			       const struct ibv_qp_init_attr_ex *ax)
+			       const struct ibv_qp_init_attr_ex *ax,
+			       const struct ibv_qp_cap *cap, bool sig_all)
 {
 	struct r2cc_qp *q;
 	int saved = errno;
@@ -138,6 +139,8 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 	/* Only now: the builders find their recorder through the registry. */
 	if (ax && (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		record_builders(q, ax);
+	else if (type == IBV_QPT_RC && !has_srq && r2cc_shim.protecting)
+		r2cc_qp_protect_new(q, cap, sig_all);
 	errno = saved;
 	return qp;
 }
@@ -152,7 +155,8 @@ R2CC_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 	qp = r2cc_real.ibv_create_qp(pd, attr);
 	c = qp ? r2cc_lookup(pd->context, R2CC_OBJ_CTX) : NULL;
 	if (c)
-		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, NULL);
+		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, NULL,
+				&attr->cap, attr->sq_sig_all);
 	return qp;
 }
 
@@ -163,8 +167,19 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	int ret;
 
 	R2CC_ENTER(ibv_modify_qp, ENOSYS, qp, attr, mask);
-	ret = r2cc_real.ibv_modify_qp(qp, attr, mask);
-	q = ret ? NULL : r2cc_lookup(qp, R2CC_OBJ_QP);
+	q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	if (q && q->mig && (mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 6) {
+		/* rxe (and any HCA following the spec's 3 bits literally)
+		 * retries 7 times forever: a protected QP must give up so that
+		 * a black hole fails over. The program still reads its 7. */
+		struct ibv_qp_attr a = *attr;
+
+		a.retry_cnt = 6;
+		ret = r2cc_real.ibv_modify_qp(qp, &a, mask);
+	} else {
+		ret = r2cc_real.ibv_modify_qp(qp, attr, mask);
+	}
+	q = ret ? NULL : q;
 	if (q) {
 		attr_merge(q, attr, mask);
 		if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS)
@@ -176,8 +191,16 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 R2CC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			     int mask, struct ibv_qp_init_attr *init)
 {
+	struct r2cc_qp *q;
+	int ret;
+
 	R2CC_ENTER(ibv_query_qp, ENOSYS, qp, attr, mask, init);
-	return r2cc_real.ibv_query_qp(qp, attr, mask, init);
+	ret = r2cc_real.ibv_query_qp(qp, attr, mask, init);
+	q = ret ? NULL : r2cc_lookup(qp, R2CC_OBJ_QP);
+	/* A QP running on its backup is, for the program, still in RTS. */
+	if (q && q->mig && r2cc_mig_state(q->mig) == R2CC_PROT_MIGRATED)
+		attr->qp_state = attr->cur_qp_state = IBV_QPS_RTS;
+	return ret;
 }
 
 R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)

@@ -114,6 +114,9 @@ struct r2cc_cq {
 	enum r2cc_obj_type type;
 	struct ibv_cq *cq; /* borrowed: the program's */
 	struct r2cc_ctx *ctx; /* borrowed */
+	/* Protected QPs complete here (migrate/): made with the first one,
+	 * under r2cc_shim.lock. */
+	struct r2cc_mig_cq *_Atomic mc;
 	/* Extended CQs: the provider's poll functions. */
 	int (*start_poll)(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr);
 	int (*next_poll)(struct ibv_cq_ex *cq);
@@ -134,6 +137,8 @@ struct r2cc_shim_state {
 	struct r2cc_config cfg;
 	struct r2cc_map reg; /* handle -> object */
 	struct r2cc_map qpn; /* (ctx id, qpn) -> struct r2cc_qp */
+	struct r2cc_map lkey; /* (ctx id, lkey) -> struct r2cc_mr */
+	bool protecting; /* migrate/ runs: protected QPs exist or may */
 	struct ibv_device **devs; /* owned: r2cc's own device list */
 	int ndev;
 	struct r2cc_dev dev[R2CC_MAX_RAILS]; /* the rails, nrail of them */
@@ -232,10 +237,13 @@ void r2cc_cq_ex_patch(struct r2cc_cq *c, struct ibv_cq_ex *cqx);
 /* qp.c */
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 			       enum ibv_qp_type type, bool has_srq,
-			       const struct ibv_qp_init_attr_ex *ax);
+			       const struct ibv_qp_init_attr_ex *ax,
+			       const struct ibv_qp_cap *cap, bool sig_all);
 /* protect.c: start migrate/; a QP reached RTS: protect it */
 void r2cc_shim_protect_start(void);
 void r2cc_qp_rts(struct r2cc_qp *q);
+void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
+			 bool sig_all);
 /* cq.c */
 struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq);
 #endif /* R2CC_SHIM_INT_H */

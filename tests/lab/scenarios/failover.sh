@@ -5,7 +5,7 @@
 # program connects on rail 0 gets a backup QP on rail 1 bound to the peer's
 # over the control channel (r2cc-ctl shows it "ready"); without a secret
 # the same program runs unprotected and unharmed.
-# lab-timeout: 400
+# lab-timeout: 600
 
 SHIM=$BUILD/shim/libr2cc-shim.so
 CTL=$BUILD/tools/r2cc-ctl
@@ -13,25 +13,29 @@ SECRET=/tmp/r2cc.secret
 # Every node holds the same job secret, readable by its owner only.
 printf 'r2cc-lab-job-secret-%044d' 7 > "$SECRET"
 chmod 600 "$SECRET"
-PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 4000 -s 1024"
+PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 20000 -s 1024"
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.bind.log"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 
-# ctl_midrun NAME: once the program runs, r2cc-ctl's view of it, in JSON.
-ctl_midrun() {
+. "$REPO/tests/lab/lib/gen.sh"
+
+# ctl_wait NAME STATE: r2cc-ctl's view (JSON, Prometheus text) of the
+# running program once one of its QPs is in protection STATE (or after
+# about 60 s: the last view is kept either way).
+ctl_wait() {
 	(
-		for i in $(seq 300); do
-			pgrep -x ibv_rc_pingpong > /dev/null && break
-			sleep 0.1
+		for i in $(seq 120); do
+			"$CTL" -j conn show > "$LAB/$NODE.$1.conn.json" 2>&1
+			"$CTL" metrics > "$LAB/$NODE.$1.metrics" 2>&1
+			jq -e "any(.[]; .protection == \"$2\")" \
+				"$LAB/$NODE.$1.conn.json" > /dev/null 2>&1 && break
+			sleep 0.5
 		done
-		sleep 4
-		"$CTL" -j conn show > "$LAB/$NODE.$1.conn.json" 2>&1
-		"$CTL" metrics > "$LAB/$NODE.$1.metrics" 2>&1
 	) &
 	CTL_PID=$!
 }
 
-ctl_midrun fo.bind
+ctl_wait fo.bind ready
 pair fo.bind ok 200 18515 "$R2CC $PP" "$R2CC $PP \$SERVER"
 wait "$CTL_PID"
 if jq -e 'any(.[]; .dev == "rxe0" and .protection == "ready" and
@@ -50,8 +54,61 @@ grep -q 'protected: backup QP' "$LAB/$NODE.fo.bind.log" &&
 
 # No secret: no control channel; the program is unaffected.
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.nokey.log"
-pair fo.nokey ok 200 18516 "$R2CC ${PP/-n 4000/-n 200 -p 18516}" \
-	"$R2CC ${PP/-n 4000/-n 200 -p 18516} \$SERVER"
+pair fo.nokey ok 200 18516 "$R2CC ${PP/-n 20000/-n 200 -p 18516}" \
+	"$R2CC ${PP/-n 20000/-n 200 -p 18516} \$SERVER"
 grep -q 'no R2CC_SECRET_FILE' "$LAB/$NODE.fo.nokey.log" &&
 	check pass fo.nokey.log "unprotected, said once" ||
 	check fail fo.nokey.log "$(head -5 "$LAB/$NODE.fo.nokey.log")"
+
+# gen_fo NAME FAULT_NODE FAULT...: r2cc-gen under r2cc on rail 0, the
+# fault applied mid-run on FAULT_NODE; every byte must verify, nothing may
+# be lost or duplicated, and the program must see no error. Prints what
+# r2cc did: failover latency (fault -> first completion on the backup),
+# WRs replayed, bytes re-sent.
+gen_fo() {
+	local name=$1 fnode=$2 line k bad=0 log
+	shift 2
+	log=$LAB/$NODE.$name.log
+	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
+	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+	[ "$NODE" = "$fnode" ] && fault_midrun "$name" "$@"
+	ctl_wait "$name" migrated
+	pair "$name" ok 150 18600 "$R2CC $GEN" "$R2CC $GEN -t 30 -i 1 \$SERVER"
+	[ "$NODE" = "$fnode" ] && wait "$FAULT_PID"
+	wait "$CTL_PID"
+	# r2cc-ctl saw the QPs on their backup rail, a failover counted
+	if jq -e 'any(.[]; .dev == "rxe0" and .protection == "migrated" and
+		.backup_rail == 1 and .failovers == 1)' \
+		"$LAB/$NODE.$name.conn.json" > /dev/null 2>&1; then
+		check pass "$name.ctl" "$(jq -c '[.[] | {qpn, protection, backup_rail, failovers}]' "$LAB/$NODE.$name.conn.json")"
+	else
+		check fail "$name.ctl" "$(head -c 400 "$LAB/$NODE.$name.conn.json")"
+	fi
+	if [ "$NODE" = b ]; then
+		line=$(record "$name")
+		for k in mismatches duplicates losses order_errors errors; do
+			[ "$(field "$line" $k)" = 0 ] || bad=1
+		done
+		if [ -n "$line" ] && [ $bad = 0 ]; then
+			check pass "$name.gen" "ops=$(field "$line" ops) bytes_verified=$(field "$line" bytes_verified) longest_stall_ms=$(field "$line" longest_stall_ms)"
+		else
+			check fail "$name.gen" "${line:-no summary line}"
+		fi
+	fi
+	# r2cc's own account, on this node
+	if grep -q 'moved to backup QP' "$log"; then
+		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')"
+		metric "$name.$NODE.wrs_replayed" "$(sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+		metric "$name.$NODE.bytes_resent" "$(sed -n 's/.*replayed (\([0-9]*\) bytes).*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+		metric "$name.$NODE.failover_us" "$(sed -n 's/.*first completion on the backup \([0-9]*\) us.*/\1/p' "$log" | sort -n | tail -1)"
+	else
+		check fail "$name.moved" "$(grep -E 'fenced|failover|unprotected|failed' "$log" | head -3)"
+	fi
+}
+
+STALL=10
+GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --stall-limit $STALL"
+# Carrier down on node b's rail 0 (port event there; a learns from b).
+gen_fo fo.carrier b fault_carrier 0 down
+[ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
+barrier fo.carrier.cleared 60

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mig_int.h - what protect.c and failover.c share: the protection state of
+ * each QP and the module's one state. Lock order: ps.lock, then a QP's
+ * lock; the channel's lock is taken under either, never the reverse.
+ */
+#ifndef R2CC_MIG_INT_H
+#define R2CC_MIG_INT_H
+
+#include <pthread.h>
+
+#include "migrate.h"
+#include "protect.h"
+
+#define R2CC_MIG_CQ_QPS 64
+#define MAX_PEER_MRS 4096
+#define MAX_EARLY 256
+
+/* A program CQ that protected QPs complete on. */
+struct r2cc_mig_cq {
+	struct r2cc_wcstash *stash; /* owned: synthesised completions */
+	pthread_mutex_t lock; /* the lists below */
+	/* Migrated QPs, and the backup CQ of each that feeds this CQ */
+	struct r2cc_mig_qp *qps[R2CC_MIG_CQ_QPS];
+	struct ibv_cq *bcq[R2CC_MIG_CQ_QPS];
+	int nqps;
+};
+
+struct r2cc_mig_qp {
+	struct r2cc_mig_qp *next; /* ps.qps */
+	uint64_t cookie; /* resolve cookie: never a pointer */
+	_Atomic uint32_t state; /* enum r2cc_prot_state */
+	/* Serialises the program's posts and polls of this QP with a
+	 * failover (verbs lets them come from different threads). */
+	pthread_mutex_t lock;
+	struct ibv_qp *qp; /* the program's */
+	const void *pd;
+	struct ibv_qp_attr attr; /* the program's, merged */
+	uint32_t qpn, dest_qpn;
+	uint8_t gid[16], dest_gid[16];
+	int rail, backup_rail;
+	struct ibv_cq *bscq, *brcq; /* owned: the backup's CQs (maybe one) */
+	struct ibv_qp *bqp; /* owned: the backup QP */
+	uint8_t bgid[16];
+	uint32_t bpsn; /* the backup's first send PSN */
+	uint64_t peer; /* the peer's control id, 0 until known */
+	bool bind_sent, bind_got;
+	struct r2cc_ctrl_msg peer_bind; /* the peer's QP_BIND */
+	struct r2cc_status_qp *slot;
+	struct r2cc_mig_cq *scq, *rcq; /* the program's CQs' */
+	struct ibv_qp_cap cap; /* as the provider returned it */
+	bool sig_all;
+	bool logging; /* under lock; false: passthrough for good */
+	/* Logs: under lock. */
+	struct r2cc_sendlog *slog;
+	struct r2cc_recvlog *rlog;
+	uint64_t consumers_done; /* our SEND/WRITE_IMM the peer executed */
+	/* Failover: under lock. */
+	bool fenced; /* primary moved to ERR */
+	bool have_peer_psn, replayed, reposted;
+	uint32_t rq_psn; /* ours, read after the fence */
+	uint32_t peer_rq_psn;
+	uint64_t fault_ns; /* when the failover began (CLOCK_MONOTONIC) */
+	uint64_t first_replay_ns;
+	uint32_t why; /* enum r2cc_ctrl_reason */
+};
+
+struct peer_mr {
+	uint64_t peer;
+	struct r2cc_ctrl_mr mr;
+};
+
+struct r2cc_mig_state {
+	pthread_mutex_t lock; /* everything below but the QPs' own state */
+	bool on;
+	struct r2cc_mig_verbs v;
+	struct r2cc_mig_env env;
+	struct r2cc_mig_qp *qps;
+	uint64_t next_cookie;
+	pthread_rwlock_t mr_lock; /* mrs: read by the data path */
+	struct peer_mr *mrs; /* owned: MAX_PEER_MRS */
+	int nmrs;
+	uint64_t no_peer_logged; /* unprotected QPs, logged once */
+	/* QP_BINDs that came before our QP reached RTS (a ring). */
+	struct early {
+		uint64_t peer;
+		struct r2cc_ctrl_msg m;
+	} *early; /* owned: MAX_EARLY */
+	unsigned int nearly;
+};
+extern struct r2cc_mig_state ps;
+
+void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
+void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq);
+/* failover.c: a FAILOVER or FAILOVER_ACK from the peer (ps.lock held) */
+void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m);
+uint64_t r2cc_mig_now_ns(void);
+
+#endif /* R2CC_MIG_INT_H */
