@@ -18,7 +18,10 @@ FACTS=$LAB/facts
 # facts both sides printed as FACT lines.
 probe() {
 	local name=$1 t=$2; shift 2
+	rdma statistic show link "$(rail_ibdev 0)/1" > "$LAB/$NODE.$name.stat0"
 	pair "$name" ok "$t" 18700 "$FP $*" "$FP $* \$SERVER"
+	rdma statistic show link "$(rail_ibdev 0)/1" > "$LAB/$NODE.$name.stat1"
+	ip neigh show dev "$(rail_dev 0)" >> "$LAB/$NODE.$name.stat1"
 	[ "$NODE" = b ] || return 0
 	grep -h '^fact ' "$LAB/a.$name.out" "$LAB/b.$name.out" |
 		sed 's/^fact //' | tee -a "$FACTS" | sed 's/^/FACT /' >> "$RESULTS"
