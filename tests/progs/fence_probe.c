@@ -26,7 +26,7 @@
 #define RBUF 8192 /* one receive buffer */
 #define REMOTE_OFF (256 * 1024) /* WRITE/READ target area */
 #define PSN_MASK 0xffffffU
-#define MAXQ 4
+#define MAXQ 8
 
 struct ep { /* what one QP tells its peer */
 	uint32_t qpn, psn, rkey, pad;
@@ -506,6 +506,8 @@ static void test_acct(void)
 		sst = v >> 48;
 		fact("responder_err_rq_psn", "0x%06x", (uint32_t)v & PSN_MASK);
 		fact("responder_err_state", "%d", sst);
+		fact("responder_err_sq_psn", "0x%06x",
+		     (uint32_t)(v >> 24) & PSN_MASK);
 		fact("responder_err_rq_equals_rts",
 		     "%s", ((uint32_t)v & PSN_MASK) == rq1 ? "yes" : "no");
 		fact("requester_err_sq_equals_rts", "%s",
@@ -572,7 +574,9 @@ static void test_rflush(int use_srq)
 		fact("flush_in_order", "%s", got && order ? "yes" : "no");
 		fact("flush_status_all_WR_FLUSH_ERR", "%s",
 		     got && flushst ? "yes" : "no");
-		fact("last_flush_ms", "%.1f", last);
+		fact("last_flush_ms_after_modify_returned", "%.1f", last);
+		fact("last_flush_ms_after_modify_called", "%.1f",
+		     last + us / 1000);
 		fact("async_events", "%s", ev);
 	}
 	if (!use_srq) {
@@ -647,6 +651,7 @@ static void test_sflush(void)
 		     o.n);
 		fact("completions_before_err", "%d", pre);
 	}
+	sync64(0); /* the WRs have been out for o.wait seconds */
 	query(qp, &sq, &rq, &st);
 	rq_hole = sync64(rq);
 	if (client) {
@@ -676,7 +681,12 @@ static void test_sflush(void)
 	sync64(0);
 	if (!client) {
 		run_cmd("unhole", o.unhole);
-		to_state(qp, IBV_QPS_ERR, NULL);
+		if (to_state(qp, IBV_QPS_ERR, &us))
+			die("modify to ERR", errno);
+		query(qp, &sq, &rq, &st);
+		fact("responder_modify_err_us", "%.0f", us);
+		fact("responder_err_state", "%d", st);
+		fact("responder_err_rq_adv", "%u", psn_diff(rq, o.psn));
 	}
 	sync64(0);
 }
@@ -771,8 +781,7 @@ static void test_retry(void)
 				die("retry: warm-up write failed", EIO);
 	}
 	sync64(0);
-	if (!client)
-		run_cmd("hole", o.hole);
+	run_cmd("hole", o.hole); /* both directions: a full black hole */
 	sync64(0);
 	if (client) {
 		for (i = 0; i < nq; i++) {
@@ -805,8 +814,7 @@ static void test_retry(void)
 		}
 	}
 	sync64(0);
-	if (!client)
-		run_cmd("unhole", o.unhole);
+	run_cmd("unhole", o.unhole);
 	sync64(0);
 }
 

@@ -26,8 +26,17 @@ probe() {
 	grep -h '^fact ' "$LAB/a.$name.out" "$LAB/b.$name.out" |
 		sed 's/^fact //' | tee -a "$FACTS" | sed 's/^/FACT /' >> "$RESULTS"
 }
-# fv KEY: a fact's value (empty if it was not measured).
-fv() { sed -n "s/^$1=//p" "$FACTS" | tail -1; }
+# fv KEY: a fact's value (empty if it was not measured). Reads the facts
+# file once: forks are slow under emulation.
+declare -A F
+fv() {
+	local k v
+	if [ -z "${F_LOADED:-}" ]; then
+		while IFS='=' read -r k v; do F[$k]=$v; done < "$FACTS"
+		F_LOADED=1
+	fi
+	echo "${F[$1]:-}"
+}
 # want NAME KEY VALUE: the fact KEY equals VALUE.
 want() {
 	local got; got=$(fv "$2")
@@ -43,7 +52,8 @@ want_match() {
 # want_pkts PREFIX: each WR advanced sq_psn and rq_psn by its packet count.
 want_pkts() {
 	local k n
-	for k in $(sed -n "s/^$1\.\([a-z]*[0-9]*\)\.pkts=.*/\1/p" "$FACTS"); do
+	fv "$1" > /dev/null
+	for k in $(printf '%s\n' "${!F[@]}" | sed -n "s/^$1\.\([a-z]*[0-9]*\)\.pkts$/\1/p" | sort); do
 		n=$(fv "$1.$k.pkts")
 		want "$1.$k.sq_adv" "$1.$k.sq_adv" "$n"
 		want "$1.$k.rq_adv" "$1.$k.rq_adv" "$n"
@@ -70,8 +80,9 @@ probe srqflush 60 -t srqflush -k 8 -m 3
 probe sflush 60 -t sflush -n 6 --wait 1 --hole "'$HOLE'" --unhole "'$UNHOLE'"
 # 6: reuse of a QP object for a new remote QP.
 probe reuse 60 -t reuse --psn 0x500
-# 7: retry_cnt:timeout pairs under a black hole, 30 s window.
-probe retry 90 -t retry --retries 7:14,7:8,1:14,1:8 --wait 30 \
+# 7: retry_cnt:timeout pairs under a full black hole (both nodes drop
+# their rail-0 egress), 30 s window.
+probe retry 90 -t retry --retries 7:14,7:8,1:14,1:8,3:14,6:8 --wait 30 \
 	--hole "'$HOLE'" --unhole "'$UNHOLE'"
 
 [ "$NODE" = b ] || return 0
@@ -91,6 +102,9 @@ want srqflush.kept_order srqflush.srq_reused_in_order yes
 want sflush.none_before sflush.completions_before_err 0
 want sflush.all_back sflush.completions_after_err 6
 want sflush.order sflush.in_order yes
+# The responder executed every WR although the requester saw no completion.
+want sflush.executed sflush.responder_rq_adv_before_err 24
+want sflush.executed_err sflush.responder_err_rq_adv 24
 want_match sflush.statuses sflush.completions '^(200:[A-Z_0-9a-z]+ )?([0-9]+:WR_FLUSH_ERR ?)+$'
 want reuse.reset reuse.err_to_reset_ret 0
 want reuse.reconnect reuse.send_after_reconnect_ok yes
@@ -98,4 +112,7 @@ want reuse.new_qp reuse.recv_on_new_qp yes
 want retry.r7t14 retry.r7t14 none
 want_match retry.r1t8 retry.r1t8 '^RETRY_EXC_ERR@'
 want_match retry.r1t14 retry.r1t14 '^RETRY_EXC_ERR@'
+want retry.r7t8 retry.r7t8 none
+want_match retry.r3t14 retry.r3t14 '^RETRY_EXC_ERR@'
+want_match retry.r6t8 retry.r6t8 '^RETRY_EXC_ERR@'
 true
