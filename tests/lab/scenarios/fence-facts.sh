@@ -69,15 +69,18 @@ want_pkts() {
 probe acct-send 60 -t acct --name acct-send --psn 0x100 \
 	--ops send:5000,send:0,send:1,send:1024,send:1025
 probe acct-mix 60 -t acct --name acct-mix --psn 0 \
-	--ops send:5000,write:16384,writeimm:3000,read:4096,read:1,write:0,send:0
+	--ops send:5000,write:16384,writeimm:3000,read:4096,read:1,write:0,send:0,fadd:8,cas:8
 probe acct-wrap 60 -t acct --name acct-wrap --psn 0xfffff0 \
-	--ops send:5000,write:16384,writeimm:3000,read:4096,read:1,write:0,send:0
+	--ops send:5000,write:16384,writeimm:3000,read:4096,read:1,write:0,send:0,fadd:8,cas:8
 # 2: receive flush, plain RQ then SRQ (8 posted, 3 consumed).
 probe rflush 60 -t rflush -k 8 -m 3
 probe srqflush 60 -t srqflush -k 8 -m 3
 # 3: send flush, ACKs black-holed, 6 WRITEs outstanding (odd ones
 # unsignaled, the last signaled), ERR after 1 s.
 probe sflush 60 -t sflush -n 6 --wait 1 --hole "'$HOLE'" --unhole "'$UNHOLE'"
+# The same with retry 1, timeout 14: the QP fails by itself within the 1 s.
+probe sflush-rexc 60 -t sflush --name sflush-rexc -n 6 --wait 1 \
+	--retries 1:14 --hole "'$HOLE'" --unhole "'$UNHOLE'"
 # 6: reuse of a QP object for a new remote QP.
 probe reuse 60 -t reuse --psn 0x500
 # 7: retry_cnt:timeout pairs under a full black hole (both nodes drop
@@ -102,6 +105,9 @@ want srqflush.kept_order srqflush.srq_reused_in_order yes
 want sflush.none_before sflush.completions_before_err 0
 want sflush.all_back sflush.completions_after_err 6
 want sflush.order sflush.in_order yes
+want sflush-rexc.before sflush-rexc.completions_before_err 6
+want_match sflush-rexc.statuses sflush-rexc.completions '^200:RETRY_EXC_ERR( [0-9]+:WR_FLUSH_ERR)+$'
+want sflush-rexc.executed sflush-rexc.responder_err_rq_adv 24
 # The responder executed every WR although the requester saw no completion.
 want sflush.executed sflush.responder_rq_adv_before_err 24
 want sflush.executed_err sflush.responder_err_rq_adv 24
