@@ -39,9 +39,17 @@ struct opts {
 	int gidx, ibport, tcpport, k, m, n;
 	uint32_t psn;
 	double wait;
-} o = { .dev = "rxe0", .test = "acct", .ops = "send:5000",
-	.retries = "7:14,7:8,1:14,1:8", .gidx = 1, .ibport = 1,
-	.tcpport = 18700, .k = 8, .m = 3, .n = 6, .wait = 30 };
+} o = { .dev = "rxe0",
+	.test = "acct",
+	.ops = "send:5000",
+	.retries = "7:14,7:8,1:14,1:8",
+	.gidx = 1,
+	.ibport = 1,
+	.tcpport = 18700,
+	.k = 8,
+	.m = 3,
+	.n = 6,
+	.wait = 30 };
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -109,7 +117,8 @@ static void oob_open(void)
 {
 	struct timeval tv = { .tv_sec = 60 };
 	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM }, *ai;
+				  .ai_socktype = SOCK_STREAM },
+			*ai;
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_port = htons(o.tcpport) };
 	char svc[16];
@@ -177,10 +186,14 @@ static int to_init(struct ibv_qp *qp);
 static struct ibv_qp *qp_new(struct ibv_srq *srq)
 {
 	struct ibv_qp_init_attr a = {
-		.send_cq = cq, .recv_cq = cq, .srq = srq,
+		.send_cq = cq,
+		.recv_cq = cq,
+		.srq = srq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 64, .max_recv_wr = srq ? 0 : 64,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 64,
+			 .max_recv_wr = srq ? 0 : 64,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct ibv_qp *qp = ibv_create_qp(pd, &a);
 
@@ -193,47 +206,55 @@ static struct ibv_qp *qp_new(struct ibv_srq *srq)
 static int to_init(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .port_num = o.ibport,
+		.qp_state = IBV_QPS_INIT,
+		.port_num = o.ibport,
 		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
 				   IBV_ACCESS_REMOTE_READ |
 				   IBV_ACCESS_REMOTE_ATOMIC,
 	};
 
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-					     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS);
 }
 
 static int to_rtr(struct ibv_qp *qp, const struct ep *r)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-		.dest_qp_num = r->qpn, .rq_psn = r->psn,
-		.max_dest_rd_atomic = 4, .min_rnr_timer = 12,
-		.ah_attr = { .is_global = 1, .port_num = o.ibport,
-			     .grh = { .hop_limit = 1,
-				      .sgid_index = o.gidx } },
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = IBV_MTU_1024,
+		.dest_qp_num = r->qpn,
+		.rq_psn = r->psn,
+		.max_dest_rd_atomic = 4,
+		.min_rnr_timer = 12,
+		.ah_attr = { .is_global = 1,
+			     .port_num = o.ibport,
+			     .grh = { .hop_limit = 1, .sgid_index = o.gidx } },
 	};
 
 	memcpy(a.ah_attr.grh.dgid.raw, r->gid, 16);
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-					     IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					     IBV_QP_RQ_PSN |
-					     IBV_QP_MAX_DEST_RD_ATOMIC |
-					     IBV_QP_MIN_RNR_TIMER);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER);
 }
 
 static int to_rts(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = tmo,
-		.retry_cnt = retry, .rnr_retry = 7, .max_rd_atomic = 4,
+		.qp_state = IBV_QPS_RTS,
+		.sq_psn = psn,
+		.timeout = tmo,
+		.retry_cnt = retry,
+		.rnr_retry = 7,
+		.max_rd_atomic = 4,
 	};
 
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-					     IBV_QP_TIMEOUT |
-					     IBV_QP_RETRY_CNT |
-					     IBV_QP_RNR_RETRY |
-					     IBV_QP_MAX_QP_RD_ATOMIC);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static int to_state(struct ibv_qp *qp, enum ibv_qp_state s, double *us)
@@ -249,12 +270,13 @@ static int to_state(struct ibv_qp *qp, enum ibv_qp_state s, double *us)
 
 /* Swap endpoints with the peer and bring qp (in INIT) to RTS; our sq starts
  * at psn. */
-static struct ep connect_qp(struct ibv_qp *qp, uint32_t psn, int retry,
-			    int tmo)
+static struct ep connect_qp(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
 {
-	struct ep me = { .qpn = htobe32(qp->qp_num), .psn = htobe32(psn),
+	struct ep me = { .qpn = htobe32(qp->qp_num),
+			 .psn = htobe32(psn),
 			 .rkey = htobe32(mr->rkey),
-			 .addr = htobe64((uintptr_t)buf) }, r;
+			 .addr = htobe64((uintptr_t)buf) },
+		  r;
 
 	memcpy(me.gid, gid.raw, 16);
 	xchg(&me, &r, sizeof(r));
@@ -271,8 +293,8 @@ static void query(struct ibv_qp *qp, uint32_t *sq, uint32_t *rq, int *st)
 {
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
-	int ret = ibv_query_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-					       IBV_QP_RQ_PSN, &ia);
+	int ret = ibv_query_qp(
+		qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &ia);
 
 	if (ret) {
 		printf("query_qp failed: %s\n", strerror(ret));
@@ -312,7 +334,8 @@ static int post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id,
 
 	if (op == IBV_WR_RDMA_READ) /* land beside the source area */
 		s.addr += 128 * 1024;
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	    op == IBV_WR_ATOMIC_CMP_AND_SWP) {
 		s.addr += 128 * 1024;
 		s.length = 8;
 		w.num_sge = 1;
@@ -376,11 +399,16 @@ static const char *wcs(enum ibv_wc_status s)
 	static char other[32];
 
 	switch (s) {
-	case IBV_WC_SUCCESS: return "SUCCESS";
-	case IBV_WC_WR_FLUSH_ERR: return "WR_FLUSH_ERR";
-	case IBV_WC_RETRY_EXC_ERR: return "RETRY_EXC_ERR";
-	case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR_RETRY_EXC_ERR";
-	case IBV_WC_REM_OP_ERR: return "REM_OP_ERR";
+	case IBV_WC_SUCCESS:
+		return "SUCCESS";
+	case IBV_WC_WR_FLUSH_ERR:
+		return "WR_FLUSH_ERR";
+	case IBV_WC_RETRY_EXC_ERR:
+		return "RETRY_EXC_ERR";
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return "RNR_RETRY_EXC_ERR";
+	case IBV_WC_REM_OP_ERR:
+		return "REM_OP_ERR";
 	default:
 		snprintf(other, sizeof(other), "status%d", s);
 		return other;
@@ -513,7 +541,7 @@ static void test_acct(void)
 	snprintf(key, sizeof(key), "%s.err_psn_kept", side);
 	fact(key, "%s",
 	     st == IBV_QPS_ERR && (client ? sq == sq1 : rq == rq1) ? "yes" :
-								      "no");
+								     "no");
 	/* The client also reports what the responder read in ERR. */
 	v = sync64(((uint64_t)st << 48) | ((uint64_t)sq << 24) | rq);
 	if (client) {
@@ -522,8 +550,8 @@ static void test_acct(void)
 		fact("responder_err_state", "%d", sst);
 		fact("responder_err_sq_psn", "0x%06x",
 		     (uint32_t)(v >> 24) & PSN_MASK);
-		fact("responder_err_rq_equals_rts",
-		     "%s", ((uint32_t)v & PSN_MASK) == rq1 ? "yes" : "no");
+		fact("responder_err_rq_equals_rts", "%s",
+		     ((uint32_t)v & PSN_MASK) == rq1 ? "yes" : "no");
 		fact("requester_err_sq_equals_rts", "%s",
 		     sq == sq1 ? "yes" : "no");
 	}
@@ -668,8 +696,8 @@ static void test_sflush(void)
 		pre = poll_n(wc, 64, 1, NULL);
 		query(qp, &sq, &rq, &st);
 		fact("retry_timeout", "%d:%d", rt, tm);
-		fact("posted", "%d (WRITE 4096, odd ones unsignaled but the last)",
-		     o.n);
+		fact("posted",
+		     "%d (WRITE 4096, odd ones unsignaled but the last)", o.n);
 		fact("completions_before_err", "%d", pre);
 		fact("state_before_err", "%d", st);
 	}
@@ -819,8 +847,7 @@ static void test_retry(void)
 				usleep(1000);
 				continue;
 			}
-			if (wc.wr_id < (uint64_t)nq &&
-			    status[wc.wr_id] < 0) {
+			if (wc.wr_id < (uint64_t)nq && status[wc.wr_id] < 0) {
 				status[wc.wr_id] = wc.status;
 				when[wc.wr_id] = now() - t0;
 				got++;
@@ -858,30 +885,60 @@ int main(int argc, char **argv)
 		{ "psn", 1, NULL, 'P' },     { "ops", 1, NULL, 'O' },
 		{ "hole", 1, NULL, 'H' },    { "unhole", 1, NULL, 'U' },
 		{ "retries", 1, NULL, 'R' }, { "wait", 1, NULL, 'W' },
-		{ "name", 1, NULL, 'N' },
-		{ 0 },
+		{ "name", 1, NULL, 'N' },    { 0 },
 	};
 	int c;
 
 	while ((c = getopt_long(argc, argv, "d:g:i:p:t:k:m:n:h", lo, NULL)) !=
 	       -1) {
 		switch (c) {
-		case 'd': o.dev = optarg; break;
-		case 'g': o.gidx = atoi(optarg); break;
-		case 'i': o.ibport = atoi(optarg); break;
-		case 'p': o.tcpport = atoi(optarg); break;
-		case 't': o.test = optarg; break;
-		case 'k': o.k = atoi(optarg); break;
-		case 'm': o.m = atoi(optarg); break;
-		case 'n': o.n = atoi(optarg); break;
-		case 'P': o.psn = strtoul(optarg, NULL, 0) & PSN_MASK; break;
-		case 'O': o.ops = optarg; break;
-		case 'H': o.hole = optarg; break;
-		case 'U': o.unhole = optarg; break;
-		case 'R': o.retries = optarg; break;
-		case 'W': o.wait = atof(optarg); break;
-		case 'N': o.name = optarg; break;
-		default: usage();
+		case 'd':
+			o.dev = optarg;
+			break;
+		case 'g':
+			o.gidx = atoi(optarg);
+			break;
+		case 'i':
+			o.ibport = atoi(optarg);
+			break;
+		case 'p':
+			o.tcpport = atoi(optarg);
+			break;
+		case 't':
+			o.test = optarg;
+			break;
+		case 'k':
+			o.k = atoi(optarg);
+			break;
+		case 'm':
+			o.m = atoi(optarg);
+			break;
+		case 'n':
+			o.n = atoi(optarg);
+			break;
+		case 'P':
+			o.psn = strtoul(optarg, NULL, 0) & PSN_MASK;
+			break;
+		case 'O':
+			o.ops = optarg;
+			break;
+		case 'H':
+			o.hole = optarg;
+			break;
+		case 'U':
+			o.unhole = optarg;
+			break;
+		case 'R':
+			o.retries = optarg;
+			break;
+		case 'W':
+			o.wait = atof(optarg);
+			break;
+		case 'N':
+			o.name = optarg;
+			break;
+		default:
+			usage();
 		}
 	}
 	if (optind < argc)
