@@ -6,7 +6,8 @@
 # reuse after ERR -> RESET, and the time to RETRY_EXC for retry_cnt/timeout
 # pairs. Every measured value is a FACT line; each check says whether it
 # matches what the design assumes. Server on node a (responder), client on
-# node b (requester); node a's rail-0 egress is the black hole (lost ACKs).
+# node b (requester). sflush black-holes node a's rail-0 egress (requests
+# arrive, ACKs are lost); retry black-holes both nodes' rail 0.
 # lab-timeout: 420
 
 FP="$BUILD/tests/progs/fence_probe -d $(rail_ibdev 0) -g 1 -p 18700"
