@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: MIT
+# fence-facts: measures on the kernel's rxe the facts that r2cc's fence and
+# PSN replay rely on (DESIGN.md §6) with tests/progs/fence_probe: PSN
+# accounting per opcode (24-bit wrap included), ibv_query_qp in ERR, receive
+# flush with and without an SRQ, send flush with the ACKs black-holed, QP
+# reuse after ERR -> RESET, and the time to RETRY_EXC for retry_cnt/timeout
+# pairs. Every measured value is a FACT line; each check says whether it
+# matches what the design assumes. Server on node a (responder), client on
+# node b (requester). sflush black-holes node a's rail-0 egress (requests
+# arrive, ACKs are lost); retry black-holes both nodes' rail 0.
+# lab-timeout: 420
+
+FP="$BUILD/tests/progs/fence_probe -d $(rail_ibdev 0) -g 1 -p 18700"
+HOLE="tc qdisc replace dev $(rail_dev 0) root netem loss 100%"
+UNHOLE="tc qdisc del dev $(rail_dev 0) root"
+FACTS=$LAB/facts
+
+# probe NAME SECONDS ARGS...: one fence_probe pair; node b then files the
+# facts both sides printed as FACT lines.
+probe() {
+	local name=$1 t=$2; shift 2
+	rdma statistic show link "$(rail_ibdev 0)/1" > "$LAB/$NODE.$name.stat0"
+	pair "$name" ok "$t" 18700 "$FP $*" "$FP $* \$SERVER"
+	rdma statistic show link "$(rail_ibdev 0)/1" > "$LAB/$NODE.$name.stat1"
+	ip neigh show dev "$(rail_dev 0)" >> "$LAB/$NODE.$name.stat1"
+	[ "$NODE" = b ] || return 0
+	grep -h '^fact ' "$LAB/a.$name.out" "$LAB/b.$name.out" |
+		sed 's/^fact //' | tee -a "$FACTS" | sed 's/^/FACT /' >> "$RESULTS"
+}
+# fv KEY: a fact's value (empty if it was not measured). Reads the facts
+# file once: forks are slow under emulation.
+declare -A F
+fv() {
+	local k v
+	if [ -z "${F_LOADED:-}" ]; then
+		while IFS='=' read -r k v; do F[$k]=$v; done < "$FACTS"
+		F_LOADED=1
+	fi
+	echo "${F[$1]:-}"
+}
+# want NAME KEY VALUE: the fact KEY equals VALUE.
+want() {
+	local got; got=$(fv "$2")
+	[ "$got" = "$3" ] && check pass "$1" "$2=$got" ||
+		check fail "$1" "$2=${got:-unmeasured}, expected $3"
+}
+# want_match NAME KEY REGEX
+want_match() {
+	local got; got=$(fv "$2")
+	[[ $got =~ $3 ]] && check pass "$1" "$2=$got" ||
+		check fail "$1" "$2=${got:-unmeasured}, expected /$3/"
+}
+# want_pkts PREFIX: each WR advanced sq_psn and rq_psn by its packet count.
+want_pkts() {
+	local k n
+	fv "$1" > /dev/null
+	for k in $(printf '%s\n' "${!F[@]}" | sed -n "s/^$1\.\([a-z]*[0-9]*\)\.pkts$/\1/p" | sort); do
+		n=$(fv "$1.$k.pkts")
+		want "$1.$k.sq_adv" "$1.$k.sq_adv" "$n"
+		want "$1.$k.rq_adv" "$1.$k.rq_adv" "$n"
+	done
+	want "$1.rq_total" "$1.rq_total" "$(fv "$1.expected_total")"
+	want "$1.sq_total" "$1.sq_total" "$(fv "$1.expected_total")"
+}
+
+[ "$NODE" = b ] && : > "$FACTS"
+
+# 1, 4, 5: PSN accounting and query_qp in ERR (SENDs only; every opcode
+# from PSN 0; every opcode across the 24-bit wrap).
+probe acct-send 60 -t acct --name acct-send --psn 0x100 \
+	--ops send:5000,send:0,send:1,send:1024,send:1025
+probe acct-mix 60 -t acct --name acct-mix --psn 0 \
+	--ops send:5000,write:16384,writeimm:3000,read:4096,read:1,write:0,send:0,fadd:8,cas:8
+probe acct-wrap 60 -t acct --name acct-wrap --psn 0xfffff0 \
+	--ops send:5000,write:16384,writeimm:3000,read:4096,read:1,write:0,send:0,fadd:8,cas:8
+# 2: receive flush, plain RQ then SRQ (8 posted, 3 consumed).
+probe rflush 60 -t rflush -k 8 -m 3
+probe srqflush 60 -t srqflush -k 8 -m 3
+# 3: send flush, ACKs black-holed, 6 WRITEs outstanding (odd ones
+# unsignaled, the last signaled), ERR after 1 s.
+probe sflush 60 -t sflush -n 6 --wait 1 --hole "'$HOLE'" --unhole "'$UNHOLE'"
+# The same with retry 1, timeout 14: the QP fails by itself within the 1 s.
+probe sflush-rexc 60 -t sflush --name sflush-rexc -n 6 --wait 1 \
+	--retries 1:14 --hole "'$HOLE'" --unhole "'$UNHOLE'"
+# 6: reuse of a QP object for a new remote QP.
+probe reuse 60 -t reuse --psn 0x500
+# 7: retry_cnt:timeout pairs under a full black hole (both nodes drop
+# their rail-0 egress), 30 s window.
+probe retry 90 -t retry --retries 7:14,7:8,1:14,1:8,3:14,6:8 --wait 30 \
+	--hole "'$HOLE'" --unhole "'$UNHOLE'"
+
+[ "$NODE" = b ] || return 0
+for p in acct-send acct-mix acct-wrap; do
+	want_pkts $p
+	want "$p.err.requester_sq" $p.requester_err_sq_equals_rts yes
+	want "$p.err.responder_rq" $p.responder_err_rq_equals_rts yes
+	want "$p.err.requester_kept" $p.requester.err_psn_kept yes
+	want "$p.err.responder_kept" $p.responder.err_psn_kept yes
+done
+want rflush.flushed rflush.flushed 5
+want rflush.order rflush.flush_in_order yes
+want rflush.status rflush.flush_status_all_WR_FLUSH_ERR yes
+want srqflush.flushed srqflush.flushed 0
+want srqflush.kept srqflush.srq_reused_by_new_qp 5
+want srqflush.kept_order srqflush.srq_reused_in_order yes
+want sflush.none_before sflush.completions_before_err 0
+want sflush.all_back sflush.completions_after_err 6
+want sflush.order sflush.in_order yes
+want sflush-rexc.before sflush-rexc.completions_before_err 6
+want_match sflush-rexc.statuses sflush-rexc.completions '^200:RETRY_EXC_ERR( [0-9]+:WR_FLUSH_ERR)+$'
+want sflush-rexc.executed sflush-rexc.responder_err_rq_adv 24
+# The responder executed every WR although the requester saw no completion.
+want sflush.executed sflush.responder_rq_adv_before_err 24
+want sflush.executed_err sflush.responder_err_rq_adv 24
+want_match sflush.statuses sflush.completions '^(200:[A-Z_0-9a-z]+ )?([0-9]+:WR_FLUSH_ERR ?)+$'
+want reuse.reset reuse.err_to_reset_ret 0
+want reuse.reconnect reuse.send_after_reconnect_ok yes
+want reuse.new_qp reuse.recv_on_new_qp yes
+want retry.r7t14 retry.r7t14 none
+want_match retry.r1t8 retry.r1t8 '^RETRY_EXC_ERR@'
+want_match retry.r1t14 retry.r1t14 '^RETRY_EXC_ERR@'
+want retry.r7t8 retry.r7t8 none
+want_match retry.r3t14 retry.r3t14 '^RETRY_EXC_ERR@'
+want_match retry.r6t8 retry.r6t8 '^RETRY_EXC_ERR@'
+true
