@@ -37,3 +37,33 @@ fault_midrun() {
 	FAULT_PID=$!
 }
 
+
+# judge_fail NAME END SEEN: the client ended itself (summary line, non-zero
+# exit) with an error or a loss, after the fault (SEEN: its marker existed
+# when the client had ended) and within STALL + 30 s (STALL: the
+# generator's --stall-limit, set by the scenario) of it (END: date +%s.%N
+# then; the fault time is the faulting node's clock).
+judge_fail() {
+	local name=$1 end=$2 seen=$3 line dt why
+	line=$(record "$name")
+	why=$(sed -n 's/.*FAILED: //p' "$LAB/b.$name.out" | head -1)
+	dt=$(awk -v a="$(cat "$LAB/$name.fault" 2>/dev/null || echo 0)" \
+		-v b="$end" 'BEGIN { if (a > 0) printf "%.1f", b - a; else print "none" }')
+	metric "gen.$name.fault_to_exit_s" "$dt"
+	if [ -z "$line" ]; then
+		check fail "$name.line" "no summary line: the generator hung or crashed"
+	elif [ "$(field "$line" errors)" -gt 0 ] ||
+		[ "$(field "$line" losses)" -gt 0 ]; then
+		check pass "$name.line" "errors=$(field "$line" errors) losses=$(field "$line" losses): $why"
+	else
+		check fail "$name.line" "failed without counting an error: $line"
+	fi
+	if [ -z "$seen" ]; then
+		check fail "$name.bounded" "the client failed before the fault: $why"
+	elif awk -v d="$dt" -v l=$((STALL + 30)) 'BEGIN { exit !(d <= l) }'; then
+		check pass "$name.bounded" "failed ${dt}s after the fault"
+	else
+		check fail "$name.bounded" "${dt}s after the fault (limit $((STALL + 30))s)"
+	fi
+}
+

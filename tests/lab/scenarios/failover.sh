@@ -5,7 +5,7 @@
 # program connects on rail 0 gets a backup QP on rail 1 bound to the peer's
 # over the control channel (r2cc-ctl shows it "ready"); without a secret
 # the same program runs unprotected and unharmed.
-# lab-timeout: 600
+# lab-timeout: 1200
 
 SHIM=$BUILD/shim/libr2cc-shim.so
 CTL=$BUILD/tools/r2cc-ctl
@@ -112,3 +112,69 @@ GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --stall-limi
 gen_fo fo.carrier b fault_carrier 0 down
 [ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
 barrier fo.carrier.cleared 60
+
+# Black hole on node a's egress (no event anywhere): b's requests time out
+# (protected QPs retry 6 times, not rxe's endless 7), a's replies too.
+gen_fo fo.blackhole a fault_blackhole 0
+[ "$NODE" = a ] && fault_clear 0
+barrier fo.blackhole.cleared 60
+
+# One-sided cut: QEMU drops node a's rail-0 link; b sees a black hole.
+gen_fo fo.cut a host_link a 0 off
+[ "$NODE" = a ] && { host_link a 0 on; wait_port_active 0 30; }
+barrier fo.cut.cleared 60
+
+# Flap on node b: down, up, down — one failover, no storm, no error.
+gen_fo fo.flap b fault_flap 0 "down 1 up 1 down 0"
+[ "$NODE" = b ] && { sleep 3; fault_clear 0; wait_port_active 0 30; }
+barrier fo.flap.cleared 60
+
+# 30% loss both ways on rail 0: RC retransmits; no error reaches the
+# program (a failover, if the loss ever beats 7 tries, is counted).
+LOSSLOG=$LAB/$NODE.fo.loss.log
+R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LOSSLOG"
+R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+fault_loss 0 30
+pair fo.loss ok 150 18600 "$R2CC $GEN" "$R2CC $GEN -t 20 -i 5 \$SERVER"
+fault_clear 0
+if [ "$NODE" = b ]; then
+	line=$(record fo.loss)
+	bad=0
+	for k in mismatches duplicates losses order_errors errors; do
+		[ "$(field "$line" $k)" = 0 ] || bad=1
+	done
+	[ -n "$line" ] && [ $bad = 0 ] &&
+		check pass fo.loss.gen "ops=$(field "$line" ops), failovers: $(grep -c 'moved to backup QP' "$LOSSLOG")" ||
+		check fail fo.loss.gen "${line:-no summary line}"
+fi
+barrier fo.loss.cleared 60
+
+# Both rails down on node b: no backup left. The program sees an error,
+# as it would without r2cc, within its bound — no hang.
+[ "$NODE" = b ] && fault_midrun fo.both sh -c "ip link set $(rail_dev 0) down; ip link set $(rail_dev 1) down"
+R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.both.log"
+R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+pair fo.both fail $((STALL + 60)) 18600 "$R2CC $GEN" "$R2CC $GEN -t 60 -i 1 \$SERVER"
+if [ "$NODE" = b ]; then
+	end=$(date +%s.%N)
+	seen=$([ -e "$LAB/fo.both.fault" ] && echo 1)
+	wait "$FAULT_PID"
+	judge_fail fo.both "$end" "$seen"
+	fault_clear 0
+	fault_clear 1
+	wait_port_active 0 30
+	wait_port_active 1 30
+fi
+barrier fo.both.cleared 60
+
+# Baseline, same run: the same carrier fault without r2cc fails the
+# generator.
+[ "$NODE" = b ] && fault_midrun fo.base fault_carrier 0 down
+pair fo.base fail $((STALL + 60)) 18600 "$GEN" "$GEN -t 60 -i 1 \$SERVER"
+if [ "$NODE" = b ]; then
+	end=$(date +%s.%N)
+	seen=$([ -e "$LAB/fo.base.fault" ] && echo 1)
+	wait "$FAULT_PID"
+	judge_fail fo.base "$end" "$seen"
+	fault_clear 0
+fi
