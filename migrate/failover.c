@@ -231,8 +231,8 @@ static void send_done(struct r2cc_mig_qp *mq, const struct ibv_wc *wc)
 		return;
 	}
 	for (i = 0; i <= idx; i++) {
-		const struct r2cc_sendlog_ent *e = r2cc_sendlog_peek(mq->slog,
-								     (uint32_t)i);
+		const struct r2cc_sendlog_ent *e =
+			r2cc_sendlog_peek(mq->slog, (uint32_t)i);
 
 		if (e && consumes_recv(e->wr.opcode))
 			mq->consumers_done++;
@@ -357,7 +357,8 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 			  "after the fault",
 			  mq->qpn,
 			  (unsigned long long)(mq->first_replay_ns -
-					       mq->fault_ns) / 1000);
+					       mq->fault_ns) /
+				  1000);
 	}
 	pthread_mutex_unlock(&mq->lock);
 	return 1;
@@ -416,8 +417,7 @@ void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq)
 
 /* ---- fence, replay, re-post ---- */
 
-static void send_failover(struct r2cc_mig_qp *mq, uint8_t type,
-			  uint64_t recvs)
+static void send_failover(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs)
 {
 	struct r2cc_ctrl_msg m;
 	int ret;
@@ -542,7 +542,8 @@ static void fence(struct r2cc_mig_qp *mq, uint32_t why)
 	mq->fenced = true;
 	mq->rq_psn = a.rq_psn;
 	r2cc_info("QP %#x fenced (%s), rq_psn %#x", mq->qpn,
-		  why == R2CC_CTRL_WHY_PEER ? "told by the peer" : "local fault",
+		  why == R2CC_CTRL_WHY_PEER ? "told by the peer" :
+					      "local fault",
 		  mq->rq_psn);
 	send_failover(mq, R2CC_CTRL_FAILOVER, 0);
 	replay(mq);

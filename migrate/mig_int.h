@@ -85,7 +85,7 @@ struct r2cc_mig_state {
 	struct early {
 		uint64_t peer;
 		struct r2cc_ctrl_msg m;
-	} *early; /* owned: MAX_EARLY */
+	} * early; /* owned: MAX_EARLY */
 	unsigned int nearly;
 };
 extern struct r2cc_mig_state ps;

@@ -13,7 +13,7 @@
 #include "mig_int.h"
 
 struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
-			      .mr_lock = PTHREAD_RWLOCK_INITIALIZER };
+			     .mr_lock = PTHREAD_RWLOCK_INITIALIZER };
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
 {
