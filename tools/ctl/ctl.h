@@ -37,6 +37,7 @@ int ctl_usage_of(const char *object, const struct ctl_cmd *cmds);
 
 /* JSON or text from the same calls: objects and arrays nest. */
 void pr_begin_list(void);
+void pr_begin_list_key(const char *key); /* a list as an object's member */
 void pr_end_list(void);
 void pr_begin_obj(void);
 void pr_end_obj(void);
@@ -62,6 +63,8 @@ int conn_main(int argc, char **argv);
 int metrics_main(int argc, char **argv);
 int events_main(int argc, char **argv);
 int fault_main(int argc, char **argv);
+int stats_main(int argc, char **argv);
+int watch_main(int argc, char **argv);
 
 /*
  * The fault injector's kernel side (r2cc-ctl(8), fault): fault_tc.c with
