@@ -344,8 +344,8 @@ static int run(struct wrail *w, int n, double interval, unsigned long count)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigprocmask(SIG_BLOCK, &set, NULL);
+	t0 = tprev = mono(); /* when the counters are read, for dt */
 	sample(w, n);
-	t0 = tprev = mono();
 	for (k = 1; !count || k <= count; k++) {
 		for (i = 0; i < n; i++) {
 			memcpy(w[i].prev, w[i].cur, sizeof(w[i].cur));
@@ -353,8 +353,8 @@ static int run(struct wrail *w, int n, double interval, unsigned long count)
 		}
 		if (!wait_until(&set, t0 + (double)k * interval))
 			break;
-		sample(w, n);
 		now = mono();
+		sample(w, n);
 		count_qps(w, n);
 		print_interval(w, n, now - t0, now - tprev);
 		tprev = now;
