@@ -45,6 +45,7 @@ void pr_end_obj(void);
 void pr_str(const char *key, const char *fmt_text, const char *val);
 void pr_int(const char *key, const char *fmt_text, long long val);
 void pr_float(const char *key, const char *fmt_text, double val);
+void pr_secs(const char *key, const char *fmt_text, double val); /* %.3f */
 void pr_newline(void);
 
 /* records.c: the live status records (of @pid only if > 0) in *@out;

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,8 +295,8 @@ static void print_interval(const struct wrail *w, int n, double t, double dt)
 	clock_gettime(CLOCK_REALTIME, &now);
 	pr_begin_obj();
 	if (ctl.json) {
-		pr_float("t", "", round(t * 1000) / 1000);
-		pr_float("dt", "", round(dt * 1000) / 1000);
+		pr_secs("t", "", t);
+		pr_secs("dt", "", dt);
 		pr_int("time_ms", "",
 		       (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
 	}

@@ -131,6 +131,18 @@ void pr_float(const char *key, const char *fmt_text, double val)
 	printf(ctl.pretty ? ": %.6g" : ":%.6g", val);
 }
 
+/* Seconds to the millisecond, whatever their size (%.6g would round). */
+void pr_secs(const char *key, const char *fmt_text, double val)
+{
+	if (!ctl.json) {
+		printf(fmt_text, val);
+		return;
+	}
+	sep();
+	json_str(key);
+	printf(ctl.pretty ? ": %.3f" : ":%.3f", val);
+}
+
 void pr_newline(void)
 {
 	if (!ctl.json)
