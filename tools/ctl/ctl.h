@@ -37,6 +37,7 @@ int ctl_usage_of(const char *object, const struct ctl_cmd *cmds);
 
 /* JSON or text from the same calls: objects and arrays nest. */
 void pr_begin_list(void);
+void pr_begin_list_key(const char *key); /* a list as an object's member */
 void pr_end_list(void);
 void pr_begin_obj(void);
 void pr_end_obj(void);
@@ -44,6 +45,7 @@ void pr_end_obj(void);
 void pr_str(const char *key, const char *fmt_text, const char *val);
 void pr_int(const char *key, const char *fmt_text, long long val);
 void pr_float(const char *key, const char *fmt_text, double val);
+void pr_secs(const char *key, const char *fmt_text, double val); /* %.3f */
 void pr_newline(void);
 
 /* records.c: the live status records (of @pid only if > 0) in *@out;
@@ -62,6 +64,8 @@ int conn_main(int argc, char **argv);
 int metrics_main(int argc, char **argv);
 int events_main(int argc, char **argv);
 int fault_main(int argc, char **argv);
+int stats_main(int argc, char **argv);
+int watch_main(int argc, char **argv);
 
 /*
  * The fault injector's kernel side (r2cc-ctl(8), fault): fault_tc.c with

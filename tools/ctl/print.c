@@ -13,6 +13,23 @@
 static int depth;
 static bool first[8] = { true };
 
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
 static void sep(void)
 {
 	if (!first[depth])
@@ -22,11 +39,16 @@ static void sep(void)
 		printf("%*s", depth * 2, "");
 }
 
-static void open_(char c)
+/* @key: NULL inside a list, else the member's name inside an object */
+static void open_(const char *key, char c)
 {
 	if (!ctl.json)
 		return;
 	sep();
+	if (key) {
+		json_str(key);
+		fputs(ctl.pretty ? ": " : ":", stdout);
+	}
 	putchar(c);
 	if (ctl.pretty)
 		putchar('\n');
@@ -44,13 +66,19 @@ static void close_(char c)
 	putchar(c);
 	if (depth > 0)
 		depth--;
-	if (!depth)
+	if (!depth) {
 		putchar('\n');
+		first[0] = true; /* the next value stands alone (JSON Lines) */
+	}
 }
 
 void pr_begin_list(void)
 {
-	open_('[');
+	open_(NULL, '[');
+}
+void pr_begin_list_key(const char *key)
+{
+	open_(key, '[');
 }
 void pr_end_list(void)
 {
@@ -58,28 +86,11 @@ void pr_end_list(void)
 }
 void pr_begin_obj(void)
 {
-	open_('{');
+	open_(NULL, '{');
 }
 void pr_end_obj(void)
 {
 	close_('}');
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
 }
 
 /* @val NULL: "-" in text, null in JSON. */
@@ -118,6 +129,18 @@ void pr_float(const char *key, const char *fmt_text, double val)
 	sep();
 	json_str(key);
 	printf(ctl.pretty ? ": %.6g" : ":%.6g", val);
+}
+
+/* Seconds to the millisecond, whatever their size (%.6g would round). */
+void pr_secs(const char *key, const char *fmt_text, double val)
+{
+	if (!ctl.json) {
+		printf(fmt_text, val);
+		return;
+	}
+	sep();
+	json_str(key);
+	printf(ctl.pretty ? ": %.3f" : ":%.3f", val);
 }
 
 void pr_newline(void)

@@ -3,7 +3,8 @@
 # ctl.sh R2CC_CTL FIXTURES STATUS_WRITER [bpf|nobpf]: r2cc-ctl's grammar,
 # text and JSON output (JSON checked by jq, Prometheus text by its
 # grammar), exit codes, config check against the sysfs fixtures, conn
-# show / metrics against a live stand-in process and a stale record, and
+# show / metrics / stats against a live stand-in process and a stale
+# record, and
 # the fault injector's arguments (no privilege, nothing attached).
 set -u
 ctl=$1 fx=$2 writer=$3 bpf=${4:-bpf}
@@ -60,6 +61,8 @@ export R2CC_STATUS_DIR=$tmp
 t conn-none 4 $ctl -j conn show &&
 	{ [ -s "$out" ] && { echo "FAIL conn-none: stdout not empty"; fail=1; }; has "$err" "no process"; }
 t metrics-none 4 $ctl metrics
+t stats-none 4 $ctl -j stats &&
+	{ [ -s "$out" ] && { echo "FAIL stats-none: stdout not empty"; fail=1; }; has "$err" "no process"; }
 coproc W { "$writer"; }
 read -r _ wpid <&"${W[0]}"
 t conn 0 $ctl -j conn show &&
@@ -70,6 +73,25 @@ t conn 0 $ctl -j conn show &&
 t conn-pid 0 $ctl conn show pid "$wpid" && has "$out" "qpn 257"
 t conn-otherpid 4 $ctl conn show pid 1
 t conn-badpid 1 $ctl conn show pid x
+# stats: the stand-in's two QPs summed (one ready, one migrated).
+t stats 0 $ctl -j stats &&
+	jq -e --argjson p "$wpid" 'length == 1 and .[0].pid == $p
+		and .[0].qps == 2 and .[0].qps_ready == 1
+		and .[0].qps_migrated == 1 and .[0].qps_none == 0
+		and .[0].qps_binding == 0 and .[0].qps_failed == 0
+		and .[0].posted == 1007 and .[0].posted_recv == 11
+		and .[0].polled == 72 and .[0].polled_err == 2
+		and .[0].bytes_posted == 65536700 and .[0].bytes_polled == 300
+		and .[0].failovers == 1 and .[0].replayed_wrs == 5
+		and .[0].replayed_bytes == 4096 and .[0].qp_overflow == 0' \
+		"$out" > /dev/null || { echo "FAIL stats: $(cat "$out")"; fail=1; }
+t stats-text 0 $ctl stats pid "$wpid" &&
+	has "$out" "qps 2 (none 0 binding 0 ready 1 migrated 1 failed 0) overflow 0 posted 1007 recv 11 completions 72 errors 2 bytes 65536700 bytes_recv 300 failovers 1 replayed 5 replayed_bytes 4096$"
+t stats-show 0 $ctl stats show pid "$wpid" && has "$out" "^pid $wpid "
+t stats-otherpid 4 $ctl stats pid 1
+t stats-badpid 1 $ctl stats pid x && has "$err" "usage: r2cc-ctl stats"
+t stats-extra 1 $ctl stats show pid 1 2
+t stats-help 0 $ctl stats help && has "$err" "show"
 t metrics 0 $ctl metrics
 # Prometheus text: comments, or name{labels} value; families grouped.
 name='[a-zA-Z_:][a-zA-Z0-9_:]*'

@@ -2,8 +2,9 @@
 /*
  * status_writer.c - a stand-in for a process running r2cc, for ctl.sh:
  * publishes a status record with two rails, two events and two QPs (one
- * with a quote in its device name, to test escaping), prints "ready", then
- * waits until stdin closes.
+ * with a quote in its device name, to test escaping; one protected by a
+ * backup on rail 1, one migrated to rail 0 with a failover and a replay),
+ * prints "ready", then waits until stdin closes.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -29,9 +30,22 @@ int main(void)
 		return 1;
 	a->st.posted[R2CC_ST_WRITE] = 1000;
 	a->st.polled = 63;
+	a->st.bytes_posted = 65536000;
+	a->prot = R2CC_PROT_READY;
+	a->backup_rail = 1;
+	a->backup_qpn = 0x201;
 	b->st.posted[R2CC_ST_SEND] = 7;
+	b->st.posted_recv = 11;
 	b->st.polled = 9;
 	b->st.polled_err = 2;
+	b->st.bytes_posted = 700;
+	b->st.bytes_polled = 300;
+	b->prot = R2CC_PROT_MIGRATED;
+	b->backup_rail = 0;
+	b->backup_qpn = 0x202;
+	b->failovers = 1;
+	b->replayed_wrs = 5;
+	b->replayed_bytes = 4096;
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	while (read(0, &c, 1) > 0)

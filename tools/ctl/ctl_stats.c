@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctl_stats.c - r2cc-ctl stats [show] [pid PID]: one line (or JSON object)
+ * per process running r2cc, its QP slots' counters summed: work requests,
+ * completions, errors, bytes, QPs by protection state, failovers, replay.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "policy.h"
+
+struct totals {
+	uint64_t posted, posted_recv, polled, polled_err;
+	uint64_t bytes_posted, bytes_polled;
+	uint64_t failovers, replayed_wrs, replayed_bytes;
+	uint64_t prot[R2CC_PROT_NSTATES + 1]; /* last: an unknown state */
+};
+
+static void add_qp(struct totals *t, const struct r2cc_status_qp *q)
+{
+	const struct r2cc_qp_stats *st = &q->st;
+	uint32_t prot = q->prot;
+	int i;
+
+	for (i = 0; i < R2CC_ST_NR; i++)
+		t->posted += st->posted[i];
+	t->posted_recv += st->posted_recv;
+	t->polled += st->polled;
+	t->polled_err += st->polled_err;
+	t->bytes_posted += st->bytes_posted;
+	t->bytes_polled += st->bytes_polled;
+	t->failovers += q->failovers;
+	t->replayed_wrs += q->replayed_wrs;
+	t->replayed_bytes += q->replayed_bytes;
+	t->prot[prot < R2CC_PROT_NSTATES ? prot : R2CC_PROT_NSTATES]++;
+}
+
+/* JSON keys and text labels of the QP counts by protection state. */
+static const char *const prot_key[R2CC_PROT_NSTATES] = {
+	"qps_none", "qps_binding", "qps_ready", "qps_migrated", "qps_failed",
+};
+static const char *const prot_fmt[R2CC_PROT_NSTATES] = {
+	" (none %lld",	  " binding %lld", " ready %lld",
+	" migrated %lld", " failed %lld)",
+};
+
+static void print_proc(const struct r2cc_status_snap *s)
+{
+	struct totals t = { 0 };
+	uint32_t i;
+
+	for (i = 0; i < s->nqps; i++)
+		add_qp(&t, &s->qps[i]);
+	pr_begin_obj();
+	pr_int("pid", "pid %-7lld", s->hdr.pid);
+	pr_str("comm", " %-15s", s->hdr.comm);
+	pr_int("qps", " qps %lld", s->nqps);
+	for (i = 0; i < R2CC_PROT_NSTATES; i++)
+		pr_int(prot_key[i], prot_fmt[i], (long long)t.prot[i]);
+	pr_int("qp_overflow", " overflow %lld", (long long)s->hdr.qp_overflow);
+	pr_int("posted", " posted %lld", (long long)t.posted);
+	pr_int("posted_recv", " recv %lld", (long long)t.posted_recv);
+	pr_int("polled", " completions %lld", (long long)t.polled);
+	pr_int("polled_err", " errors %lld", (long long)t.polled_err);
+	pr_int("bytes_posted", " bytes %lld", (long long)t.bytes_posted);
+	pr_int("bytes_polled", " bytes_recv %lld", (long long)t.bytes_polled);
+	pr_int("failovers", " failovers %lld", (long long)t.failovers);
+	pr_int("replayed_wrs", " replayed %lld", (long long)t.replayed_wrs);
+	pr_int("replayed_bytes", " replayed_bytes %lld",
+	       (long long)t.replayed_bytes);
+	pr_end_obj();
+	pr_newline();
+}
+
+static int show(int argc, char **argv)
+{
+	long pid = ctl_parse_pid(argc, argv);
+	struct r2cc_status_snap *v;
+	int n, i;
+
+	if (pid < 0) {
+		fprintf(stderr, "usage: r2cc-ctl stats [show] [pid PID]\n");
+		return CTL_ERR;
+	}
+	n = ctl_collect(pid, &v);
+	if (n <= 0) {
+		free(v);
+		return ctl_none(n, pid);
+	}
+	pr_begin_list();
+	for (i = 0; i < n; i++)
+		print_proc(&v[i]);
+	pr_end_list();
+	ctl_release(v, n);
+	return CTL_OK;
+}
+
+static const struct ctl_cmd cmds[] = {
+	{ NULL, show, "" },
+	{ "show", show, "[pid PID]  per-process totals over its QPs" },
+	{ 0 },
+};
+
+int stats_main(int argc, char **argv)
+{
+	/* "stats pid 42" works too: no command word before the filter. */
+	if (argc >= 1 && !strcmp(argv[0], "pid"))
+		return show(argc, argv);
+	return ctl_exec("stats", cmds, argc, argv);
+}
