@@ -334,6 +334,10 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	int got, ret;
 
 	pthread_mutex_lock(&mq->lock);
+	if (!mq->bqp || (bcq != mq->bscq && bcq != mq->brcq)) {
+		pthread_mutex_unlock(&mq->lock); /* released, or a torn read */
+		return 0;
+	}
 	got = bcq->context->ops.poll_cq(bcq, 1, wc);
 	if (got <= 0) {
 		pthread_mutex_unlock(&mq->lock);
@@ -364,21 +368,32 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	return 1;
 }
 
+/*
+ * The list is read without mc->lock (a failover attaches under the QP's
+ * lock, so the lock order QP -> CQ forbids holding mc->lock here while
+ * taking a QP's). An entry may be stale or torn while a QP is detached:
+ * backup_poll1() checks it under the QP's lock, and a released QP's
+ * memory is never freed (r2cc_mig_release()).
+ */
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 {
-	int got = 0, i;
+	int got = 0, i, nq;
 
 	if (!r2cc_wcstash_empty(mc->stash))
 		got = r2cc_wcstash_pop(mc->stash, wc, n);
-	pthread_mutex_lock(&mc->lock);
-	for (i = 0; i < mc->nqps && got < n; i++) {
+	nq = __atomic_load_n(&mc->nqps, __ATOMIC_ACQUIRE);
+	for (i = 0; i < nq && got < n; i++) {
+		struct r2cc_mig_qp *mq =
+			__atomic_load_n(&mc->qps[i], __ATOMIC_ACQUIRE);
+		struct ibv_cq *bcq =
+			__atomic_load_n(&mc->bcq[i], __ATOMIC_ACQUIRE);
+
 		/* One at a time: a completion may let DONE entries after it
 		 * complete (stashed), which must come before later ones. */
-		while (got < n && r2cc_wcstash_empty(mc->stash) &&
-		       backup_poll1(mc->qps[i], mc->bcq[i], &wc[got]))
+		while (mq && got < n && r2cc_wcstash_empty(mc->stash) &&
+		       backup_poll1(mq, bcq, &wc[got]))
 			got++;
 	}
-	pthread_mutex_unlock(&mc->lock);
 	return got;
 }
 
@@ -387,8 +402,9 @@ static void cq_attach(struct r2cc_mig_cq *mc, struct r2cc_mig_qp *mq,
 {
 	pthread_mutex_lock(&mc->lock);
 	if (mc->nqps < R2CC_MIG_CQ_QPS) {
-		mc->qps[mc->nqps] = mq;
-		mc->bcq[mc->nqps++] = bcq;
+		__atomic_store_n(&mc->qps[mc->nqps], mq, __ATOMIC_RELEASE);
+		__atomic_store_n(&mc->bcq[mc->nqps], bcq, __ATOMIC_RELEASE);
+		__atomic_store_n(&mc->nqps, mc->nqps + 1, __ATOMIC_RELEASE);
 	} else {
 		r2cc_err("QP %#x: too many migrated QPs on one CQ", mq->qpn);
 	}
@@ -404,13 +420,18 @@ void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq)
 		if (!cqs[c])
 			continue;
 		pthread_mutex_lock(&cqs[c]->lock);
-		for (i = 0; i < cqs[c]->nqps; i++)
-			if (cqs[c]->qps[i] == mq) {
-				cqs[c]->nqps--;
-				cqs[c]->qps[i] = cqs[c]->qps[cqs[c]->nqps];
-				cqs[c]->bcq[i] = cqs[c]->bcq[cqs[c]->nqps];
-				i--;
-			}
+		for (i = 0; i < cqs[c]->nqps; i++) {
+			int last = cqs[c]->nqps - 1;
+
+			if (cqs[c]->qps[i] != mq)
+				continue;
+			__atomic_store_n(&cqs[c]->qps[i], cqs[c]->qps[last],
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&cqs[c]->bcq[i], cqs[c]->bcq[last],
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&cqs[c]->nqps, last, __ATOMIC_RELEASE);
+			i--;
+		}
 		pthread_mutex_unlock(&cqs[c]->lock);
 	}
 }

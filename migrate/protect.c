@@ -593,11 +593,16 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 		*pp = mq->next;
 	pthread_mutex_unlock(&ps.lock);
 	r2cc_mig_cq_detach(mq);
+	pthread_mutex_lock(&mq->lock);
 	drop_backup(mq);
 	r2cc_sendlog_free(mq->slog);
 	r2cc_recvlog_free(mq->rlog);
-	pthread_mutex_destroy(&mq->lock);
-	free(mq);
+	mq->slog = NULL;
+	mq->rlog = NULL;
+	mq->logging = false;
+	pthread_mutex_unlock(&mq->lock);
+	/* Not freed: a thread polling one of its CQs may still hold a
+	 * pointer read from the CQ's list (r2cc_mig_poll_more()). */
 }
 
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq)

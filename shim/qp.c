@@ -95,6 +95,26 @@ static void record_builders(struct r2cc_qp *q,
 	r2cc_wr_rec_patch(q->rec, qpx);
 }
 
+/* The ibv_wr_* operations a protected QP may use: the send log's. */
+#define REPLAYABLE_OPS                                                    \
+	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
+	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+/* A diverted ibv_wr_complete: the batch, posted like ibv_post_send. */
+static int rec_post(struct r2cc_wr_recorder *rec, struct ibv_send_wr *chain,
+		    void *arg)
+{
+	struct r2cc_qp *q = arg;
+	struct ibv_send_wr *bad = NULL;
+
+	(void)rec;
+	if (!chain)
+		return 0;
+	return r2cc_mig_post_send(q->mig, chain, &bad, q->ctx->post_send);
+}
+
 /* An r2cc_qp that was never registered. */
 static void qp_free(void *obj)
 {
@@ -139,8 +159,15 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 	/* Only now: the builders find their recorder through the registry. */
 	if (ax && (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		record_builders(q, ax);
-	else if (type == IBV_QPT_RC && !has_srq && r2cc_shim.protecting)
+	if (type == IBV_QPT_RC && !has_srq && r2cc_shim.protecting &&
+	    (!ax || !(ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
+	     (q->rec && !(ax->send_ops_flags & ~REPLAYABLE_OPS))))
 		r2cc_qp_protect_new(q, cap, sig_all);
+	if (q->mig && q->rec) {
+		/* ibv_wr_* batches go through the send log too. */
+		q->rec->post = rec_post;
+		q->rec->divert = true;
+	}
 	errno = saved;
 	return qp;
 }

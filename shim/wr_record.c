@@ -89,7 +89,8 @@ static void w_start(struct ibv_qp_ex *qpx)
 		rec->inline_used = 0;
 		rec->overflow = false;
 		rec->unsupported = false;
-		rec->orig.wr_start(qpx);
+		if (!rec->divert)
+			rec->orig.wr_start(qpx);
 	}
 }
 
@@ -100,7 +101,19 @@ static int w_complete(struct ibv_qp_ex *qpx)
 
 	if (!rec)
 		return EINVAL;
-	ret = rec->orig.wr_complete(qpx);
+	if (rec->divert) {
+		/* Nothing reached the provider: post the batch through r2cc
+		 * (its ibv_post_send, which every provider keeps). */
+		rec->committed = rec->n;
+		ret = rec->overflow || rec->unsupported ?
+			      EINVAL :
+			      rec->post(rec, r2cc_wr_rec_chain(rec), rec->arg);
+		rec->n = 0;
+		if (ret)
+			rec->committed = 0;
+	} else {
+		ret = rec->orig.wr_complete(qpx);
+	}
 	if (!ret) {
 		rec->committed = rec->n;
 		if (rec->on_commit)
@@ -115,7 +128,8 @@ static void w_abort(struct ibv_qp_ex *qpx)
 
 	if (rec) {
 		rec->n = 0;
-		rec->orig.wr_abort(qpx);
+		if (!rec->divert)
+			rec->orig.wr_abort(qpx);
 	}
 }
 
@@ -129,7 +143,8 @@ static void w_send(struct ibv_qp_ex *qpx)
 {
 	REC_OR_RET(qpx, IBV_WR_SEND);
 	(void)wr;
-	rec->orig.wr_send(qpx);
+	if (!rec->divert)
+		rec->orig.wr_send(qpx);
 }
 
 static void w_send_imm(struct ibv_qp_ex *qpx, __be32 imm)
@@ -137,7 +152,8 @@ static void w_send_imm(struct ibv_qp_ex *qpx, __be32 imm)
 	REC_OR_RET(qpx, IBV_WR_SEND_WITH_IMM);
 	if (wr)
 		wr->imm_data = imm;
-	rec->orig.wr_send_imm(qpx, imm);
+	if (!rec->divert)
+		rec->orig.wr_send_imm(qpx, imm);
 }
 
 static void w_send_inv(struct ibv_qp_ex *qpx, uint32_t inv_rkey)
@@ -145,7 +161,8 @@ static void w_send_inv(struct ibv_qp_ex *qpx, uint32_t inv_rkey)
 	REC_OR_RET(qpx, IBV_WR_SEND_WITH_INV);
 	if (wr)
 		wr->invalidate_rkey = inv_rkey;
-	rec->orig.wr_send_inv(qpx, inv_rkey);
+	if (!rec->divert)
+		rec->orig.wr_send_inv(qpx, inv_rkey);
 }
 
 static void w_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr)
@@ -155,7 +172,8 @@ static void w_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr)
 		wr->wr.rdma.rkey = rkey;
 		wr->wr.rdma.remote_addr = addr;
 	}
-	rec->orig.wr_rdma_write(qpx, rkey, addr);
+	if (!rec->divert)
+		rec->orig.wr_rdma_write(qpx, rkey, addr);
 }
 
 static void w_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
@@ -167,7 +185,8 @@ static void w_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
 		wr->wr.rdma.remote_addr = addr;
 		wr->imm_data = imm;
 	}
-	rec->orig.wr_rdma_write_imm(qpx, rkey, addr, imm);
+	if (!rec->divert)
+		rec->orig.wr_rdma_write_imm(qpx, rkey, addr, imm);
 }
 
 static void w_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr)
@@ -177,7 +196,8 @@ static void w_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr)
 		wr->wr.rdma.rkey = rkey;
 		wr->wr.rdma.remote_addr = addr;
 	}
-	rec->orig.wr_rdma_read(qpx, rkey, addr);
+	if (!rec->divert)
+		rec->orig.wr_rdma_read(qpx, rkey, addr);
 }
 
 static void w_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
@@ -190,7 +210,8 @@ static void w_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 		wr->wr.atomic.compare_add = compare;
 		wr->wr.atomic.swap = swap;
 	}
-	rec->orig.wr_atomic_cmp_swp(qpx, rkey, addr, compare, swap);
+	if (!rec->divert)
+		rec->orig.wr_atomic_cmp_swp(qpx, rkey, addr, compare, swap);
 }
 
 static void w_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
@@ -202,7 +223,8 @@ static void w_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 		wr->wr.atomic.remote_addr = addr;
 		wr->wr.atomic.compare_add = add;
 	}
-	rec->orig.wr_atomic_fetch_add(qpx, rkey, addr, add);
+	if (!rec->divert)
+		rec->orig.wr_atomic_fetch_add(qpx, rkey, addr, add);
 }
 
 static void w_local_inv(struct ibv_qp_ex *qpx, uint32_t inv_rkey)
@@ -210,7 +232,8 @@ static void w_local_inv(struct ibv_qp_ex *qpx, uint32_t inv_rkey)
 	REC_OR_RET(qpx, IBV_WR_LOCAL_INV);
 	if (wr)
 		wr->invalidate_rkey = inv_rkey;
-	rec->orig.wr_local_inv(qpx, inv_rkey);
+	if (!rec->divert)
+		rec->orig.wr_local_inv(qpx, inv_rkey);
 }
 
 static void w_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
@@ -220,7 +243,8 @@ static void w_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
 	/* A bind cannot be replayed on another rail's MR. */
 	rec->unsupported = true;
 	(void)wr;
-	rec->orig.wr_bind_mw(qpx, mw, rkey, info);
+	if (!rec->divert)
+		rec->orig.wr_bind_mw(qpx, mw, rkey, info);
 }
 
 /* Operations r2cc does not replay: the batch is marked, then passed on. */
@@ -230,7 +254,8 @@ static void w_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 	REC_OR_RET(qpx, IBV_WR_ATOMIC_WRITE);
 	rec->unsupported = true;
 	(void)wr;
-	rec->orig.wr_atomic_write(qpx, rkey, addr, val);
+	if (!rec->divert)
+		rec->orig.wr_atomic_write(qpx, rkey, addr, val);
 }
 
 static void w_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,
@@ -239,7 +264,8 @@ static void w_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz,
 	REC_OR_RET(qpx, IBV_WR_TSO);
 	rec->unsupported = true;
 	(void)wr;
-	rec->orig.wr_send_tso(qpx, hdr, hdr_sz, mss);
+	if (!rec->divert)
+		rec->orig.wr_send_tso(qpx, hdr, hdr_sz, mss);
 }
 
 static void w_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
@@ -249,7 +275,8 @@ static void w_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
 	if (!rec)
 		return;
 	rec->unsupported = true;
-	rec->orig.wr_set_xrc_srqn(qpx, srqn);
+	if (!rec->divert)
+		rec->orig.wr_set_xrc_srqn(qpx, srqn);
 }
 
 static void w_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
@@ -264,7 +291,8 @@ static void w_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
 		wr->sg_list[0] = (struct ibv_sge){ addr, len, lkey };
 		wr->num_sge = 1;
 	}
-	rec->orig.wr_set_sge(qpx, lkey, addr, len);
+	if (!rec->divert)
+		rec->orig.wr_set_sge(qpx, lkey, addr, len);
 }
 
 static void w_set_sge_list(struct ibv_qp_ex *qpx, size_t n,
@@ -281,7 +309,8 @@ static void w_set_sge_list(struct ibv_qp_ex *qpx, size_t n,
 		memcpy(wr->sg_list, list, n * sizeof(*list));
 		wr->num_sge = (int)n;
 	}
-	rec->orig.wr_set_sge_list(qpx, n, list);
+	if (!rec->divert)
+		rec->orig.wr_set_sge_list(qpx, n, list);
 }
 
 /* Inline data may be reused by the program as soon as the call returns:
@@ -321,7 +350,8 @@ static void w_set_inline(struct ibv_qp_ex *qpx, void *addr, size_t len)
 		return;
 	if (wr)
 		rec_inline(rec, wr, 1, &b);
-	rec->orig.wr_set_inline_data(qpx, addr, len);
+	if (!rec->divert)
+		rec->orig.wr_set_inline_data(qpx, addr, len);
 }
 
 static void w_set_inline_list(struct ibv_qp_ex *qpx, size_t n,
@@ -334,7 +364,8 @@ static void w_set_inline_list(struct ibv_qp_ex *qpx, size_t n,
 		return;
 	if (wr)
 		rec_inline(rec, wr, n, list);
-	rec->orig.wr_set_inline_data_list(qpx, n, list);
+	if (!rec->divert)
+		rec->orig.wr_set_inline_data_list(qpx, n, list);
 }
 
 static void w_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
@@ -350,7 +381,8 @@ static void w_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 		wr->wr.ud.remote_qpn = remote_qpn;
 		wr->wr.ud.remote_qkey = remote_qkey;
 	}
-	rec->orig.wr_set_ud_addr(qpx, ah, remote_qpn, remote_qkey);
+	if (!rec->divert)
+		rec->orig.wr_set_ud_addr(qpx, ah, remote_qpn, remote_qkey);
 }
 
 /* Install a wrapper only where the provider has the builder. */

@@ -27,6 +27,12 @@ struct r2cc_wr_recorder {
 	char *inline_buf; /* owned: inline_cap bytes */
 	/* Filled by the last successful wr_complete: the committed batch. */
 	unsigned int committed;
+	/* Divert: the builders only record, and wr_complete hands the batch
+	 * to @post (a chain, in order) instead of the provider's. Returns
+	 * ibv_post_send's contract (0 or a positive errno). */
+	bool divert;
+	int (*post)(struct r2cc_wr_recorder *rec, struct ibv_send_wr *chain,
+		    void *arg);
 	/* Called after a successful wr_complete (stats); may be NULL. */
 	void (*on_commit)(struct r2cc_wr_recorder *rec, void *arg);
 	void *arg;

@@ -73,7 +73,7 @@ gen_fo() {
 	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 	[ "$NODE" = "$fnode" ] && fault_midrun "$name" "$@"
 	ctl_wait "$name" migrated
-	pair "$name" ok 150 18600 "$R2CC $GEN" "$R2CC $GEN -t 30 -i 1 \$SERVER"
+	pair "$name" ok 150 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 30 -i 1 \$SERVER"
 	[ "$NODE" = "$fnode" ] && wait "$FAULT_PID"
 	wait "$CTL_PID"
 	# r2cc-ctl saw the QPs on their backup rail, a failover counted
@@ -134,8 +134,11 @@ barrier fo.flap.cleared 60
 LOSSLOG=$LAB/$NODE.fo.loss.log
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LOSSLOG"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
-fault_loss 0 30
-pair fo.loss ok 150 18600 "$R2CC $GEN" "$R2CC $GEN -t 20 -i 5 \$SERVER"
+# (mid-run: RoCE resolves the peer's address at RTR, and a lost ARP
+# fails the connection before any traffic — rxe's own behaviour.)
+fault_midrun fo.loss fault_loss 0 30
+pair fo.loss ok 150 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 20 -i 1 \$SERVER"
+wait "$FAULT_PID"
 fault_clear 0
 if [ "$NODE" = b ]; then
 	line=$(record fo.loss)
@@ -154,7 +157,7 @@ barrier fo.loss.cleared 60
 [ "$NODE" = b ] && fault_midrun fo.both sh -c "ip link set $(rail_dev 0) down; ip link set $(rail_dev 1) down"
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.both.log"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
-pair fo.both fail $((STALL + 60)) 18600 "$R2CC $GEN" "$R2CC $GEN -t 60 -i 1 \$SERVER"
+pair fo.both fail $((STALL + 60)) 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 60 -i 1 \$SERVER"
 if [ "$NODE" = b ]; then
 	end=$(date +%s.%N)
 	seen=$([ -e "$LAB/fo.both.fault" ] && echo 1)
