@@ -284,9 +284,12 @@ static bool path_fault(enum ibv_wc_status s)
 {
 	/* What a dead path or NIC gives; access and protection errors are
 	 * the program's own and pass through. */
+	/* rxe completes sends with LOC_QP_OP_ERR once its netdev is down
+	 * (lab): a path fault that may beat the carrier event. */
 	return s == IBV_WC_RETRY_EXC_ERR || s == IBV_WC_WR_FLUSH_ERR ||
-	       s == IBV_WC_RNR_RETRY_EXC_ERR || s == IBV_WC_FATAL_ERR ||
-	       s == IBV_WC_RESP_TIMEOUT_ERR || s == IBV_WC_GENERAL_ERR;
+	       s == IBV_WC_LOC_QP_OP_ERR || s == IBV_WC_RNR_RETRY_EXC_ERR ||
+	       s == IBV_WC_FATAL_ERR || s == IBV_WC_RESP_TIMEOUT_ERR ||
+	       s == IBV_WC_GENERAL_ERR;
 }
 
 static void fence(struct r2cc_mig_qp *mq, uint32_t why);
