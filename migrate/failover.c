@@ -280,6 +280,21 @@ static void drain_done(struct r2cc_mig_qp *mq)
 	}
 }
 
+/* Synthesise the signaled DONE entries among the @idx oldest: count. */
+static int done_before(struct r2cc_mig_qp *mq, uint32_t idx)
+{
+	const struct r2cc_sendlog_ent *e;
+	uint32_t i;
+	int n = 0;
+
+	for (i = 0; i < idx && (e = r2cc_sendlog_peek(mq->slog, i)); i++)
+		if (e->disp == R2CC_SL_DONE && e->signaled) {
+			synth(mq, e, IBV_WC_SUCCESS);
+			n++;
+		}
+	return n;
+}
+
 static bool path_fault(enum ibv_wc_status s)
 {
 	/* What a dead path or NIC gives; access and protection errors are
@@ -354,6 +369,15 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 		r2cc_recvlog_complete(mq->rlog, wc->wr_id);
 	} else {
 		ret = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode);
+		/* Signaled WRs the peer executed that sit before this one (a
+		 * reread READ came first) complete before it: stash them,
+		 * and this completion after them. */
+		if (ret > 0 && done_before(mq, (uint32_t)ret)) {
+			if (r2cc_wcstash_push(mq->scq->stash, wc, 1))
+				r2cc_err("QP %#x: completion stash full",
+					 mq->qpn);
+			got = 0;
+		}
 		if (ret >= 0)
 			send_done(mq, wc);
 		drain_done(mq);
@@ -368,7 +392,7 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 				  1000);
 	}
 	pthread_mutex_unlock(&mq->lock);
-	return 1;
+	return got;
 }
 
 /*
