@@ -383,13 +383,18 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 		drain_done(mq);
 	}
 	if (!mq->first_replay_ns) {
+		struct timespec ts;
+
+		/* Wall-clock time too, to line it up with the fault's. */
+		clock_gettime(CLOCK_REALTIME, &ts);
 		mq->first_replay_ns = r2cc_mig_now_ns();
 		r2cc_info("QP %#x: first completion on the backup %llu us "
-			  "after the fault",
+			  "after the fence, at %lld.%06ld",
 			  mq->qpn,
 			  (unsigned long long)(mq->first_replay_ns -
 					       mq->fault_ns) /
-				  1000);
+				  1000,
+			  (long long)ts.tv_sec, ts.tv_nsec / 1000);
 	}
 	pthread_mutex_unlock(&mq->lock);
 	return got;
