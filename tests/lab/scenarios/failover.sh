@@ -187,3 +187,36 @@ if [ "$NODE" = b ]; then
 	judge_fail fo.base "$end" "$seen"
 	fault_clear 0
 fi
+barrier fo.base.cleared 60
+
+# Unmodified programs across a rail kill (carrier down on node b, some
+# seconds into the run): they must finish normally, and r2cc must have
+# moved their connections.
+# prog_fo NAME DELAY SERVER CLIENT
+prog_fo() {
+	local name=$1 delay=$2 srv=$3 cli=$4 log=$LAB/$NODE.$1.log
+	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
+	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+	if [ "$NODE" = b ]; then
+		( sleep "$delay"; fault_carrier 0 down; log "$name: rail 0 down" ) &
+		FAULT_PID=$!
+	fi
+	pair "$name" ok 240 18515 "$R2CC $srv" "$R2CC $cli \$SERVER"
+	if [ "$NODE" = b ]; then
+		wait "$FAULT_PID"
+		fault_clear 0
+		wait_port_active 0 30
+	fi
+	grep -q 'moved to backup QP' "$log" &&
+		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
+		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed|protected' "$log" | head -3)"
+	barrier "$name.cleared" 60
+}
+
+PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 30000 -s 1024"
+prog_fo fo.pingpong 8 "$PP" "$PP"
+PT=$REPO/tests/lab/lib/perftest-retry
+for t in write send read; do
+	BW="$PT ib_${t}_bw -d $(rail_ibdev 0) -x 1 -D 20"
+	prog_fo "fo.ib_${t}_bw" 12 "$BW" "$BW"
+done
