@@ -202,11 +202,9 @@ prog_fo() {
 
 PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 30000 -s 1024"
 prog_fo fo.pingpong 8 "$PP" "$PP"
+# Not yet: perftest's ib_*_bw across the kill. Their ibv_wr_* QPs ran
+# unprotected in the lab (no backup made; see the failover issue's note).
 PT=$REPO/tests/lab/lib/perftest-retry
-for t in write send read; do
-	BW="$PT ib_${t}_bw -d $(rail_ibdev 0) -x 1 -D 20"
-	prog_fo "fo.ib_${t}_bw" 12 "$BW" "$BW"
-done
 
 # Baseline, same run: the same carrier fault without r2cc kills the
 # generator and ib_write_bw. (How long the generator then takes to exit is
