@@ -1,10 +1,16 @@
 # SPDX-License-Identifier: MIT
 # failover: r2cc protects the program's RC connections and moves them to a
-# backup rail when their rail dies (DESIGN §4-6). So far: binding — under
-# the shim, with a job secret on both nodes, every RC QP an unmodified
-# program connects on rail 0 gets a backup QP on rail 1 bound to the peer's
-# over the control channel (r2cc-ctl shows it "ready"); without a secret
-# the same program runs unprotected and unharmed.
+# backup rail when their rail dies (DESIGN §4-6). Binding: under the shim,
+# with a job secret on both nodes, every RC QP an unmodified program
+# connects on rail 0 gets a backup QP on rail 1 bound to the peer's
+# (r2cc-ctl shows it "ready"); without a secret it runs unprotected and
+# unharmed. Failover: r2cc-gen verifies every byte across carrier down,
+# black hole, one-sided cut, flap and 30% loss (0 mismatches, duplicates,
+# losses, order errors, errors), r2cc-ctl shows the QPs migrated; both rails
+# down fails the program in bounded time; ibv_rc_pingpong finishes across a
+# rail kill; the same fault without r2cc kills the generator and
+# ib_write_bw. Prints fault -> first backup completion, WRs replayed and
+# bytes re-sent per node, and the generator's longest stall.
 # lab-timeout: 1200
 
 SHIM=$BUILD/shim/libr2cc-shim.so
