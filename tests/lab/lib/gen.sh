@@ -30,8 +30,10 @@ fault_midrun() {
 			sleep 0.1
 		done
 		sleep 3
+		# the time just before the fault: what a failover is timed from
+		t=$(date +%s.%N)
 		"$@"
-		date +%s.%N > "$LAB/$name.fault"
+		echo "$t" > "$LAB/$name.fault"
 		log "$name: fault applied: $*"
 	) &
 	FAULT_PID=$!
