@@ -8,7 +8,6 @@
  */
 #include "shim_int.h"
 
-#define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 static inline struct r2cc_ctx *ctx_of(struct ibv_context *ctx)
@@ -73,9 +72,14 @@ static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 }
 
 /* Attribute one completion to its QP. */
-static inline void count_qp_wc(struct r2cc_qp *q, bool ok, bool recv,
-			       uint32_t len)
+static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
+			    bool recv, uint32_t len)
 {
+	struct r2cc_qp *q =
+		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, qpn));
+
+	if (unlikely(!q))
+		return;
 	r2cc_stat_add(&q->st->polled, 1);
 	if (unlikely(!ok))
 		r2cc_stat_add(&q->st->polled_err, 1);
@@ -83,21 +87,10 @@ static inline void count_qp_wc(struct r2cc_qp *q, bool ok, bool recv,
 		r2cc_stat_add(&q->st->bytes_polled, len);
 }
 
-static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
-			    bool recv, uint32_t len)
-{
-	struct r2cc_qp *q =
-		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, qpn));
-
-	if (likely(q))
-		count_qp_wc(q, ok, recv, len);
-}
-
 /*
  * A CQ protected QPs may complete on: their completions go through
  * migrate/ (logs retired, a fenced QP's hidden), then what migrate/ has
- * for this CQ (synthesised, and the backups') is added. Counts what it
- * returns, with the QP each primary completion was looked up for.
+ * for this CQ (synthesised, and the backups') is added.
  */
 static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 			  struct ibv_wc *wc, int got)
@@ -112,23 +105,14 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 
 		if (p && p->mig && !r2cc_mig_wc(p->mig, &wc[i]))
 			continue;
-		if (p)
-			count_qp_wc(p, wc[i].status == IBV_WC_SUCCESS,
-				    wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
 		if (kept != i)
 			wc[kept] = wc[i];
 		kept++;
 	}
 	/* Only once the program's CQ is empty: a fenced QP's consumed
 	 * receives still in it come before anything its backup completes. */
-	if (mc && got < n && r2cc_mig_cq_busy(mc)) {
-		got = r2cc_mig_poll_more(mc, n - kept, wc + kept);
-		for (i = kept; i < kept + got; i++)
-			count_wc(c, wc[i].qp_num,
-				 wc[i].status == IBV_WC_SUCCESS,
-				 wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
-		kept += got;
-	}
+	if (mc && got < n && r2cc_mig_cq_busy(mc))
+		kept += r2cc_mig_poll_more(mc, n - kept, wc + kept);
 	return kept;
 }
 
@@ -139,7 +123,7 @@ static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 	got = c->poll_cq(cq, n, wc);
 	if (unlikely(r2cc_shim.protecting) && got >= 0)
-		return poll_protected(c, cq, n, wc, got);
+		got = poll_protected(c, cq, n, wc, got);
 	for (i = 0; i < got; i++)
 		count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
 			 wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
