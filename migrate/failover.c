@@ -501,7 +501,10 @@ static void replay(struct r2cc_mig_qp *mq)
 
 	if (!mq->fenced || !mq->have_peer_psn || mq->replayed)
 		return;
-	ret = r2cc_sendlog_replay(mq->slog, mq->peer_rq_psn, &res);
+	memset(&res, 0, sizeof(res));
+	/* A QP that never reached RTS sent nothing: nothing to replay. */
+	ret = mq->rts ? r2cc_sendlog_replay(mq->slog, mq->peer_rq_psn, &res) :
+			0;
 	if (ret) {
 		r2cc_err("QP %#x: peer rq_psn %#x outside our send log (%s)",
 			 mq->qpn, mq->peer_rq_psn, strerror(-ret));
@@ -516,8 +519,10 @@ static void replay(struct r2cc_mig_qp *mq)
 		if (e->disp == R2CC_SL_DONE && consumes_recv(e->wr.opcode))
 			consumed++;
 	send_failover(mq, R2CC_CTRL_FAILOVER_ACK, consumed);
-	mtu = r2cc_mtu_bytes(mq->attr.path_mtu);
-	ret = r2cc_sendlog_start(mq->slog, mq->bpsn, (uint32_t)mtu);
+	/* From now on the log counts PSNs of the backup's path. */
+	mtu = r2cc_mtu_bytes(mq->bmtu);
+	ret = mtu < 0 ? mtu :
+			r2cc_sendlog_start(mq->slog, mq->bpsn, (uint32_t)mtu);
 	for (w = res.first; !ret && w; w = w->next) {
 		ret = backup_send(mq, w);
 		bytes += r2cc_wr_len(w);

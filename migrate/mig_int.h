@@ -43,6 +43,9 @@ struct r2cc_mig_qp {
 	struct ibv_qp *bqp; /* owned: the backup QP */
 	uint8_t bgid[16];
 	uint32_t bpsn; /* the backup's first send PSN */
+	enum ibv_mtu bmtu; /* the backup's path MTU (the lower of both) */
+	bool rts; /* the program's QP reached RTS (attr has its fields) */
+	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
 	bool bind_sent, bind_got;
 	struct r2cc_ctrl_msg peer_bind; /* the peer's QP_BIND */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * protect.c - backups for the program's RC QPs: made on the backup rail
- * when the program's QP reaches RTS, bound to the peer's backup over the
- * control channel (MR_KEYS, then QP_BIND both ways), connected RTR/RTS.
+ * when the program's QP reaches RTR, bound to the peer's backup over the
+ * control channel (MR_KEYS, then QP_BIND both ways) and connected (RTR);
+ * the backup follows the program's QP to RTS. RTR, not RTS: a responder
+ * may never be moved to RTS (perftest's write_bw server is not).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -85,18 +87,18 @@ static int send_bind(struct r2cc_mig_qp *mq)
 	return ret;
 }
 
-/* Both halves known: the backup goes RTR then RTS towards the peer's. */
-static int connect_backup(struct r2cc_mig_qp *mq)
+/* Both halves known: the backup goes RTR towards the peer's. */
+static int backup_rtr(struct r2cc_mig_qp *mq)
 {
 	const struct r2cc_ctrl_msg *b = &mq->peer_bind;
 	struct ibv_qp_attr a;
-	int ret;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = mq->attr.path_mtu < b->qp_bind.mtu ?
 			     mq->attr.path_mtu :
 			     (enum ibv_mtu)b->qp_bind.mtu;
+	mq->bmtu = a.path_mtu;
 	a.dest_qp_num = b->qp_bind.backup.qpn;
 	a.rq_psn = b->qp_bind.psn;
 	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
@@ -107,13 +109,22 @@ static int connect_backup(struct r2cc_mig_qp *mq)
 	memcpy(a.ah_attr.grh.dgid.raw, b->qp_bind.backup.gid, 16);
 	if (!a.ah_attr.grh.hop_limit)
 		a.ah_attr.grh.hop_limit = 64;
-	ret = ps.v.modify_qp(mq->bqp, &a,
-			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				     IBV_QP_MAX_DEST_RD_ATOMIC |
-				     IBV_QP_MIN_RNR_TIMER);
-	if (ret)
-		return ret;
+	return ps.v.modify_qp(mq->bqp, &a,
+			      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				      IBV_QP_MAX_DEST_RD_ATOMIC |
+				      IBV_QP_MIN_RNR_TIMER);
+}
+
+/* The program's QP is at RTS and the backup at RTR: the backup follows,
+ * with the program's timeouts (retries capped: a black hole must fail). */
+static int backup_rts(struct r2cc_mig_qp *mq)
+{
+	struct ibv_qp_attr a;
+	int ret;
+
+	if (mq->brts)
+		return 0;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = mq->attr.timeout;
@@ -121,25 +132,32 @@ static int connect_backup(struct r2cc_mig_qp *mq)
 	a.rnr_retry = 7;
 	a.sq_psn = mq->bpsn;
 	a.max_rd_atomic = mq->attr.max_rd_atomic;
-	return ps.v.modify_qp(mq->bqp, &a,
-			      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				      IBV_QP_MAX_QP_RD_ATOMIC);
+	ret = ps.v.modify_qp(mq->bqp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+	if (!ret)
+		mq->brts = true;
+	return ret;
 }
 
+/* Both halves known: connect the backup (mq lock held). */
 static void try_ready(struct r2cc_mig_qp *mq)
 {
 	int ret;
 
 	if (mq->state != R2CC_PROT_BINDING || !mq->bind_got || !mq->bind_sent)
 		return;
-	ret = connect_backup(mq);
+	ret = backup_rtr(mq);
+	if (!ret && mq->rts)
+		ret = backup_rts(mq);
 	if (ret) {
 		r2cc_warn("QP %#x: backup QP %#x on rail %d not connected: "
 			  "%s; unprotected",
 			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 			  strerror(ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		mq->logging = false;
 		return;
 	}
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
@@ -148,9 +166,11 @@ static void try_ready(struct r2cc_mig_qp *mq)
 		  mq->peer_bind.qp_bind.backup.qpn);
 }
 
+/* No backup for @mq after all (mq lock held): passthrough from now on. */
 static void unprotected(struct r2cc_mig_qp *mq, const char *why)
 {
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	mq->logging = false;
 	/* One line per process, then at debug level: a job may have
 	 * thousands of QPs to a peer without r2cc. */
 	if (ps.no_peer_logged++)
@@ -169,7 +189,12 @@ static void on_resolved(uint64_t cookie, uint64_t peer)
 
 	pthread_mutex_lock(&ps.lock);
 	mq = by_cookie(cookie);
-	if (!mq || mq->state != R2CC_PROT_BINDING)
+	if (!mq) {
+		pthread_mutex_unlock(&ps.lock);
+		return;
+	}
+	pthread_mutex_lock(&mq->lock);
+	if (mq->state != R2CC_PROT_BINDING)
 		goto out;
 	if (!peer) {
 		unprotected(mq, "the peer runs no r2cc, or its control "
@@ -181,6 +206,7 @@ static void on_resolved(uint64_t cookie, uint64_t peer)
 		unprotected(mq, "the control channel failed");
 	try_ready(mq);
 out:
+	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
 }
 
@@ -216,17 +242,10 @@ static void got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m)
 				ps.mrs[j--] = ps.mrs[--ps.nmrs];
 }
 
-static void got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m)
+/* The peer's QP_BIND for @mq (ps.lock and mq lock held). */
+static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
+		    const struct r2cc_ctrl_msg *m)
 {
-	struct r2cc_mig_qp *mq = by_bind(m);
-
-	if (!mq) {
-		/* Our QP is not at RTS yet: kept for r2cc_mig_protect(). */
-		ps.early[ps.nearly % MAX_EARLY].peer = peer;
-		ps.early[ps.nearly % MAX_EARLY].m = *m;
-		ps.nearly++;
-		return;
-	}
 	if (mq->state != R2CC_PROT_BINDING)
 		return;
 	if (m->qp_bind.mtu < IBV_MTU_256 || m->qp_bind.mtu > IBV_MTU_4096) {
@@ -242,6 +261,23 @@ static void got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	if (!mq->bind_sent && send_bind(mq))
 		unprotected(mq, "the control channel failed");
 	try_ready(mq);
+}
+
+/* ps.lock held */
+static void got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	struct r2cc_mig_qp *mq = by_bind(m);
+
+	if (!mq) {
+		/* Our QP is not at RTR yet: kept for r2cc_mig_protect(). */
+		ps.early[ps.nearly % MAX_EARLY].peer = peer;
+		ps.early[ps.nearly % MAX_EARLY].m = *m;
+		ps.nearly++;
+		return;
+	}
+	pthread_mutex_lock(&mq->lock);
+	bind_qp(mq, peer, m);
+	pthread_mutex_unlock(&mq->lock);
 }
 
 static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
@@ -514,7 +550,7 @@ static bool take_early(struct r2cc_mig_qp *mq)
 		if (!e->peer || !bind_is_for(mq, &e->m))
 			continue;
 		e->peer = 0; /* taken */
-		got_bind(e->m.hdr.sender, &e->m);
+		bind_qp(mq, e->m.hdr.sender, &e->m);
 		return mq->peer != 0;
 	}
 	return false;
@@ -523,7 +559,7 @@ static bool take_early(struct r2cc_mig_qp *mq)
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
 	struct r2cc_ctrl_qp_ref ref;
-	int ret, mtu;
+	int ret;
 
 	if (!mq)
 		return;
@@ -542,14 +578,11 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	memcpy(mq->dest_gid, d->attr->ah_attr.grh.dgid.raw, 16);
 	mq->rail = d->rail;
 	mq->backup_rail = d->backup_rail;
-	mtu = r2cc_mtu_bytes(d->attr->path_mtu);
-	ret = mtu < 0 ? mtu :
-			r2cc_sendlog_start(mq->slog, d->attr->sq_psn,
-					   (uint32_t)mtu);
-	if (!ret)
+	ret = r2cc_mtu_bytes(d->attr->path_mtu);
+	if (ret > 0)
 		ret = read_gids(mq, d);
 	if (ret) {
-		r2cc_warn("QP %#x: no PSN/MTU/GID to protect it by: "
+		r2cc_warn("QP %#x: no MTU/GID to protect it by: "
 			  "unprotected",
 			  mq->qpn);
 		mq->logging = false;
@@ -578,6 +611,48 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 out:
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
+}
+
+int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
+{
+	uint32_t st;
+	int ret = 0, mtu;
+
+	if (!mq)
+		return 0;
+	pthread_mutex_lock(&mq->lock);
+	st = atomic_load(&mq->state);
+	if (!mq->logging || mq->rts)
+		goto out;
+	mq->attr = *attr;
+	mq->rts = true;
+	if (st == R2CC_PROT_MIGRATED) {
+		/* Failed over while a responder: the backup moves for it,
+		 * its send log already started at the backup's PSN. */
+		ret = backup_rts(mq);
+		if (ret)
+			r2cc_err("QP %#x: backup QP %#x not moved to RTS (%s)",
+				 mq->qpn, mq->bqp->qp_num, strerror(ret));
+		goto out;
+	}
+	/* Sends are logged from the program's first PSN on. */
+	mtu = r2cc_mtu_bytes(attr->path_mtu);
+	ret = mtu < 0 ? mtu :
+			r2cc_sendlog_start(mq->slog, attr->sq_psn,
+					   (uint32_t)mtu);
+	if (!ret && st == R2CC_PROT_READY)
+		ret = backup_rts(mq);
+	if (ret) {
+		r2cc_warn("QP %#x: no send log or backup RTS (%s): "
+			  "unprotected",
+			  mq->qpn, strerror(ret < 0 ? -ret : ret));
+		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		mq->logging = false;
+		ret = 0; /* the program's QP is fine */
+	}
+out:
+	pthread_mutex_unlock(&mq->lock);
+	return ret;
 }
 
 void r2cc_mig_release(struct r2cc_mig_qp *mq)

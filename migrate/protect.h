@@ -46,7 +46,7 @@ struct r2cc_mig_env {
 			  uint32_t *out);
 };
 
-/* What the shim knows of a QP that just reached RTS. */
+/* What the shim knows of a QP that just reached RTR. */
 struct r2cc_mig_desc {
 	const struct ibv_qp_attr *attr; /* what the program set, merged */
 	int rail; /* the primary's rail */
@@ -88,9 +88,18 @@ struct r2cc_mig_qp *r2cc_mig_qp_new(struct ibv_qp *qp,
 				    struct r2cc_mig_cq *scq,
 				    struct r2cc_mig_cq *rcq,
 				    struct r2cc_status_qp *slot);
-/* The QP reached RTS: make its backup and bind it to the peer's
+/* The QP reached RTR: make its backup and bind it to the peer's
  * (asynchronously, bounded). Failures leave it unprotected (logged). */
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+/**
+ * r2cc_mig_rts() - the program's QP reached RTS
+ * @attr: its attributes, merged (sq_psn, timeout, retry_cnt, ...)
+ * Its send log starts at sq_psn and the backup follows it to RTS. For a
+ * QP already moved to its backup (a responder that failed over at RTR),
+ * the program's primary is in ERR: only the backup moves.
+ * Return: 0, or the backup's modify error (migrated QPs only).
+ */
+int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr);
 /* The program destroys its QP: drop the backup (after the real destroy). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
 /* enum r2cc_prot_state of @mq */

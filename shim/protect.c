@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * protect.c - what the shim hands migrate/: the real verbs, its view of
- * the rails and MRs, and each RC QP the program moves to RTS (the backup
- * itself is migrate/protect.c's).
+ * the rails and MRs, and each RC QP the program moves to RTR and RTS (the
+ * backup itself is migrate/protect.c's).
  */
 #include <errno.h>
 #include <string.h>
@@ -145,7 +145,7 @@ void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
 				 mig_cq(q->qp->recv_cq), q->slot);
 }
 
-void r2cc_qp_rts(struct r2cc_qp *q)
+void r2cc_qp_rtr(struct r2cc_qp *q)
 {
 	struct r2cc_mig_desc d;
 	struct r2cc_pd *p;
@@ -168,4 +168,13 @@ void r2cc_qp_rts(struct r2cc_qp *q)
 	d.backup_pd = p->shadow[d.backup_rail];
 	r2cc_mig_protect(q->mig, &d);
 	errno = saved;
+}
+
+int r2cc_qp_rts(struct r2cc_qp *q)
+{
+	int saved = errno, ret;
+
+	ret = r2cc_mig_rts(q->mig, &q->attr);
+	errno = saved;
+	return ret;
 }

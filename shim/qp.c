@@ -195,6 +195,14 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 
 	R2CC_ENTER(ibv_modify_qp, ENOSYS, qp, attr, mask);
 	q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	if (q && q->mig && (mask & IBV_QP_STATE) &&
+	    attr->qp_state == IBV_QPS_RTS &&
+	    r2cc_mig_state(q->mig) == R2CC_PROT_MIGRATED) {
+		/* A responder that failed over at RTR: its primary is in
+		 * ERR, the backup takes the move. */
+		attr_merge(q, attr, mask);
+		return r2cc_qp_rts(q);
+	}
 	if (q && q->mig && (mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 6) {
 		/* rxe (and any HCA following the spec's 3 bits literally)
 		 * retries 7 times forever: a protected QP must give up so that
@@ -209,6 +217,8 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	q = ret ? NULL : q;
 	if (q) {
 		attr_merge(q, attr, mask);
+		if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTR)
+			r2cc_qp_rtr(q);
 		if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS)
 			r2cc_qp_rts(q);
 	}
@@ -224,9 +234,10 @@ R2CC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	R2CC_ENTER(ibv_query_qp, ENOSYS, qp, attr, mask, init);
 	ret = r2cc_real.ibv_query_qp(qp, attr, mask, init);
 	q = ret ? NULL : r2cc_lookup(qp, R2CC_OBJ_QP);
-	/* A QP running on its backup is, for the program, still in RTS. */
+	/* A QP running on its backup is, for the program, still where it
+	 * put it (RTR or RTS), not in the primary's ERR. */
 	if (q && q->mig && r2cc_mig_state(q->mig) == R2CC_PROT_MIGRATED)
-		attr->qp_state = attr->cur_qp_state = IBV_QPS_RTS;
+		attr->qp_state = attr->cur_qp_state = q->attr.qp_state;
 	return ret;
 }
 

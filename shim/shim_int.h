@@ -239,9 +239,11 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 			       enum ibv_qp_type type, bool has_srq,
 			       const struct ibv_qp_init_attr_ex *ax,
 			       const struct ibv_qp_cap *cap, bool sig_all);
-/* protect.c: start migrate/; a QP reached RTS: protect it */
+/* protect.c: start migrate/; a QP reached RTR: protect it; it reached
+ * RTS: its backup follows (0, or an error for a migrated QP's modify) */
 void r2cc_shim_protect_start(void);
-void r2cc_qp_rts(struct r2cc_qp *q);
+void r2cc_qp_rtr(struct r2cc_qp *q);
+int r2cc_qp_rts(struct r2cc_qp *q);
 void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
 			 bool sig_all);
 /* cq.c */
