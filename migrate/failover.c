@@ -509,6 +509,7 @@ static void replay(struct r2cc_mig_qp *mq)
 		r2cc_err("QP %#x: peer rq_psn %#x outside our send log (%s)",
 			 mq->qpn, mq->peer_rq_psn, strerror(-ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 		return;
 	}
 	drain_done(mq); /* the head the peer executed completes now */
@@ -531,6 +532,7 @@ static void replay(struct r2cc_mig_qp *mq)
 		r2cc_err("QP %#x: replay on the backup failed (%s)", mq->qpn,
 			 strerror(-ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 		return;
 	}
 	mq->replayed = true;
@@ -543,6 +545,7 @@ static void replay(struct r2cc_mig_qp *mq)
 		atomic_fetch_add(&mq->slot->replayed_bytes, bytes);
 	}
 	r2cc_mig_set_state(mq, R2CC_PROT_MIGRATED);
+	r2cc_mig_event(mq, R2CC_EV_FAILOVER, res.nreplay, bytes);
 	r2cc_info("QP %#x moved to backup QP %#x (rail %d): %u WRs replayed "
 		  "(%llu bytes), %u executed by the peer, peer rq_psn %#x",
 		  mq->qpn, mq->bqp->qp_num, mq->backup_rail, res.nreplay,
@@ -565,6 +568,7 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed)
 		r2cc_err("QP %#x: receives not re-posted on the backup (%s)",
 			 mq->qpn, strerror(-ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 		return;
 	}
 	mq->reposted = true;
@@ -595,6 +599,7 @@ static void fence(struct r2cc_mig_qp *mq, uint32_t why)
 		r2cc_err("QP %#x: fence failed (%s): no failover", mq->qpn,
 			 strerror(ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 		return;
 	}
 	mq->fenced = true;
@@ -639,7 +644,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_unlock(&mq->lock);
 }
 
-void r2cc_mig_rail_down(int rail)
+void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 {
 	struct r2cc_mig_qp *mq;
 
@@ -648,7 +653,9 @@ void r2cc_mig_rail_down(int rail)
 		if (mq->rail != rail)
 			continue;
 		pthread_mutex_lock(&mq->lock);
-		fence(mq, R2CC_CTRL_WHY_CARRIER);
+		fence(mq, cause == R2CC_CAUSE_PORT_EVENT ?
+				  R2CC_CTRL_WHY_PORT_EVENT :
+				  R2CC_CTRL_WHY_CARRIER);
 		pthread_mutex_unlock(&mq->lock);
 	}
 	pthread_mutex_unlock(&ps.lock);

@@ -98,5 +98,8 @@ void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq);
 /* failover.c: a FAILOVER or FAILOVER_ACK from the peer (ps.lock held) */
 void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m);
 uint64_t r2cc_mig_now_ns(void);
+/* event.c: @mq's R2CC_EV_* for r2cc-ctl events (mq->lock held) */
+void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
+		    uint64_t bytes);
 
 #endif /* R2CC_MIG_INT_H */

@@ -121,7 +121,8 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct ibv_wc *wc);
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
 /* Anything for r2cc_mig_poll_more() (lock-free)? */
 bool r2cc_mig_cq_busy(struct r2cc_mig_cq *mc);
-/* A rail went down: every ready QP on it fails over. */
-void r2cc_mig_rail_down(int rail);
+/* A rail went down (@cause: carrier or port event, the failover's reason):
+ * every ready QP on it fails over. */
+void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause);
 
 #endif /* R2CC_MIGRATE_PROTECT_H */

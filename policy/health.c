@@ -75,9 +75,10 @@ const char *r2cc_rail_state_name(enum r2cc_rail_state s)
 const char *r2cc_health_cause_name(enum r2cc_health_cause c)
 {
 	static const char *const n[] = { "none",     "carrier", "port event",
-					 "cq error", "peer",	"probe" };
+					 "cq error", "peer",	"probe",
+					 "admin" };
 
-	return (unsigned int)c < 6 ? n[c] : "?";
+	return (unsigned int)c < sizeof(n) / sizeof(n[0]) ? n[c] : "?";
 }
 
 /* Carrier as sysfs shows it now: up, down, or unknown. */

@@ -22,6 +22,7 @@ enum r2cc_health_cause {
 	R2CC_CAUSE_CQ_ERROR, /* a path fault seen in a completion */
 	R2CC_CAUSE_PEER, /* the peer's r2cc said so */
 	R2CC_CAUSE_PROBE, /* keepalive */
+	R2CC_CAUSE_ADMIN, /* r2cc-ctl or a fault injection */
 };
 
 /* Called, from the reporting thread, on every change of a rail's state. */

@@ -189,7 +189,8 @@ static struct r2cc_status_event *ev_at(struct r2cc_status_hdr *h, uint64_t i)
 					    (size_t)(i % h->nev) * h->ev_sz);
 }
 
-void r2cc_status_event(int rail, uint32_t state, uint32_t cause)
+/* Add @ev to the ring, stamped now, under the seqlock. */
+static void ev_add(const struct r2cc_status_event *ev)
 {
 	struct r2cc_status_event *e;
 	struct timespec ts;
@@ -200,14 +201,39 @@ void r2cc_status_event(int rail, uint32_t state, uint32_t cause)
 	pthread_mutex_lock(&ws.lock);
 	atomic_fetch_add_explicit(&ws.hdr->gen, 1, memory_order_acq_rel);
 	e = ev_at(ws.hdr, ws.hdr->events);
+	*e = *ev;
 	e->realtime_ns =
 		(uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-	e->rail = rail;
-	e->state = state;
-	e->cause = cause;
 	ws.hdr->events++;
 	atomic_fetch_add_explicit(&ws.hdr->gen, 1, memory_order_release);
 	pthread_mutex_unlock(&ws.lock);
+}
+
+void r2cc_status_event(int rail, uint32_t state, uint32_t cause)
+{
+	struct r2cc_status_event e = { .kind = R2CC_EV_RAIL,
+				       .rail = rail,
+				       .state = state,
+				       .cause = cause,
+				       .to_rail = -1 };
+
+	ev_add(&e);
+}
+
+void r2cc_status_qp_event(const struct r2cc_status_event *ev)
+{
+	struct r2cc_status_event e = *ev;
+
+	e.state = 0;
+	ev_add(&e);
+}
+
+const char *r2cc_status_ev_kind_name(uint32_t kind)
+{
+	static const char *const n[] = { "rail", "failover", "failback",
+					 "failover_failed" };
+
+	return kind < R2CC_EV_NKINDS ? n[kind] : "?";
 }
 
 struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define R2CC_STATUS_VERSION 2
+#define R2CC_STATUS_VERSION 3
 #define R2CC_STATUS_MAGIC "r2ccstat"
 #define R2CC_STATUS_RAILS 16
 #define R2CC_STATUS_QPS 4096 /* QP slots per process */
@@ -46,13 +46,28 @@ struct r2cc_status_rail {
 	uint64_t since_ns, downs, ups;
 };
 
-/* Something that happened to a rail (later: failovers, failbacks). */
+/* What an event is about. */
+enum r2cc_status_ev_kind {
+	R2CC_EV_RAIL, /* a rail's state changed */
+	R2CC_EV_FAILOVER, /* a QP moved to its backup */
+	R2CC_EV_FAILBACK, /* a QP moved back to its repaired rail */
+	R2CC_EV_FAILOVER_FAILED, /* no failover: the native error shown */
+	R2CC_EV_NKINDS
+};
+const char *r2cc_status_ev_kind_name(uint32_t kind);
+
+/* Something that happened to a rail or to a QP, in the event ring. */
 struct r2cc_status_event {
-	uint64_t realtime_ns; /* CLOCK_REALTIME */
-	int32_t rail;
-	uint32_t state; /* enum r2cc_rail_state */
+	uint64_t realtime_ns; /* CLOCK_REALTIME, set by the writer */
+	uint32_t kind; /* enum r2cc_status_ev_kind */
+	int32_t rail; /* the rail; a QP's: the one it left */
+	uint32_t state; /* R2CC_EV_RAIL: enum r2cc_rail_state */
 	uint32_t cause; /* enum r2cc_health_cause */
-	uint32_t rsv;
+	/* QP events only (0 or -1 otherwise): */
+	uint32_t qpn;
+	int32_t to_rail; /* the rail it moved to, -1 none */
+	uint64_t wrs; /* R2CC_EV_FAILOVER: WRs replayed on the backup */
+	uint64_t bytes; /* and the bytes they re-sent */
 };
 
 /* How far r2cc protects a QP (failover issue): */
@@ -120,6 +135,13 @@ struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 					  const char *dev);
 void r2cc_status_qp_del(struct r2cc_status_qp *slot);
 void r2cc_status_event(int rail, uint32_t state, uint32_t cause);
+/**
+ * r2cc_status_qp_event() - add a QP event (failover, failback, ...)
+ * @ev: kind, qpn, rail, to_rail, cause, wrs and bytes; its realtime_ns
+ *      and state are set here
+ * Any thread; a no-op when the record is not open.
+ */
+void r2cc_status_qp_event(const struct r2cc_status_event *ev);
 /* This process's control endpoint, for the node's rendezvous. */
 void r2cc_status_ctrl(uint64_t id, uint16_t port);
 /**

@@ -63,7 +63,7 @@ static void on_change(int rail, enum r2cc_rail_state state,
 	publish(rail);
 	r2cc_status_event(rail, state, cause);
 	if (state == R2CC_RAIL_DOWN)
-		r2cc_mig_rail_down(rail);
+		r2cc_mig_rail_down(rail, cause);
 }
 
 void r2cc_shim_health_start(void)

@@ -44,6 +44,7 @@ static void show_proc(const struct r2cc_status_snap *s)
 		pr_str("type", " %s", type_name(q->type));
 		pr_int("rail", " rail %lld", q->rail);
 		pr_str("protection", " %s", r2cc_prot_state_name(q->prot));
+		pr_int("peer_qpn", " peer qpn %lld", q->peer_qpn);
 		if (q->backup_rail >= 0) {
 			pr_int("backup_rail", " backup rail %lld",
 			       q->backup_rail);
@@ -138,6 +139,30 @@ static void fam_posted(const struct r2cc_status_snap *s)
 		}
 }
 
+static void fam_recv(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nqps; i++) {
+		printf("r2cc_recv_posted_total");
+		qp_labels(s, &s->qps[i]);
+		printf("} %llu\n",
+		       (unsigned long long)s->qps[i].st.posted_recv);
+	}
+}
+
+static void fam_bytes(const struct r2cc_status_snap *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nqps; i++) {
+		printf("r2cc_wr_bytes_posted_total");
+		qp_labels(s, &s->qps[i]);
+		printf("} %llu\n",
+		       (unsigned long long)s->qps[i].st.bytes_posted);
+	}
+}
+
 static void fam_completions(const struct r2cc_status_snap *s)
 {
 	uint32_t i;
@@ -218,6 +243,11 @@ static const struct family {
 } families[] = {
 	{ "r2cc_wr_posted_total", "counter",
 	  "Work requests posted through r2cc, by QP and opcode.", fam_posted },
+	{ "r2cc_wr_bytes_posted_total", "counter",
+	  "Bytes of the posted work requests (SGE lengths), by QP.",
+	  fam_bytes },
+	{ "r2cc_recv_posted_total", "counter",
+	  "Receive work requests posted through r2cc, by QP.", fam_recv },
 	{ "r2cc_completions_total", "counter",
 	  "Completions polled through r2cc, by QP and status.",
 	  fam_completions },

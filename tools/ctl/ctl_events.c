@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ctl_events.c - r2cc-ctl events [pid PID]: what happened to the rails as
- * the processes running r2cc saw it (their last 64 events each), oldest
- * first, with wall-clock time and cause.
+ * ctl_events.c - r2cc-ctl events [pid PID]: what happened to the rails and
+ * to the connections (failovers, failbacks, failovers that failed) as the
+ * processes running r2cc saw it (their last 64 events each), oldest first,
+ * with wall-clock time and cause.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,33 @@ static int by_time(const void *a, const void *b)
 						       0;
 }
 
+/* The device name of rail @i of @s, "" if unknown. */
+static const char *rail_dev(const struct r2cc_status_snap *s, int32_t i)
+{
+	return i >= 0 && i < (int32_t)s->hdr.nrails ? s->rails[i].dev : "";
+}
+
+/* A QP's failover, failback or failed failover: which QP, from where to
+ * where, why, and (a failover) what the replay re-sent. */
+static void print_qp(const struct row *r)
+{
+	const struct r2cc_status_event *e = r->e;
+
+	pr_int("qpn", " qpn %lld", e->qpn);
+	pr_int("rail", " rail %lld", e->rail);
+	pr_str("dev", " %s", rail_dev(r->s, e->rail));
+	pr_int("to_rail", " -> rail %lld", e->to_rail);
+	pr_str("to_dev", " %s", rail_dev(r->s, e->to_rail));
+	pr_str("cause", " (%s)", r2cc_health_cause_name(e->cause));
+	if (e->kind == R2CC_EV_FAILOVER_FAILED)
+		return;
+	pr_int("replayed_wrs", " replayed %lld WRs", (long long)e->wrs);
+	pr_int("replayed_bytes", " %lld bytes", (long long)e->bytes);
+}
+
 static void print_row(const struct row *r)
 {
 	time_t sec = (time_t)(r->e->realtime_ns / 1000000000ULL);
-	const char *dev = "";
 	char when[64];
 	struct tm tm;
 
@@ -38,16 +62,19 @@ static void print_row(const struct row *r)
 		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 		 tm.tm_min, tm.tm_sec,
 		 (unsigned int)(r->e->realtime_ns / 1000000 % 1000));
-	if (r->e->rail >= 0 && r->e->rail < (int)r->s->hdr.nrails)
-		dev = r->s->rails[r->e->rail].dev;
 	pr_begin_obj();
 	pr_str("time", "%s", when);
 	pr_int("pid", " pid %lld", r->s->hdr.pid);
 	pr_str("comm", " %s", r->s->hdr.comm);
-	pr_int("rail", " rail %lld", r->e->rail);
-	pr_str("dev", " %s", dev);
-	pr_str("state", " %s", r2cc_rail_state_name(r->e->state));
-	pr_str("cause", " (%s)", r2cc_health_cause_name(r->e->cause));
+	pr_str("event", " %s", r2cc_status_ev_kind_name(r->e->kind));
+	if (r->e->kind == R2CC_EV_RAIL) {
+		pr_int("rail", " rail %lld", r->e->rail);
+		pr_str("dev", " %s", rail_dev(r->s, r->e->rail));
+		pr_str("state", " %s", r2cc_rail_state_name(r->e->state));
+		pr_str("cause", " (%s)", r2cc_health_cause_name(r->e->cause));
+	} else {
+		print_qp(r);
+	}
 	pr_end_obj();
 	pr_newline();
 }
@@ -90,7 +117,8 @@ static int show(int argc, char **argv)
 
 static const struct ctl_cmd cmds[] = {
 	{ NULL, show, "" },
-	{ "show", show, "[pid PID]  rail events, oldest first" },
+	{ "show", show,
+	  "[pid PID]  rail changes and QP failovers, oldest first" },
 	{ 0 },
 };
 

@@ -17,7 +17,7 @@ static const struct ctl_cmd objects[] = {
 	{ "conn", conn_main, "connections of the processes running r2cc" },
 	{ "stats", stats_main, "per-process totals: WRs, errors, failovers" },
 	{ "metrics", metrics_main, "counters in Prometheus text format" },
-	{ "events", events_main, "what happened to the rails, when, why" },
+	{ "events", events_main, "rail changes and failovers: when, why" },
 	{ "watch", watch_main, "live per-rail traffic rates and QP counts" },
 	{ "fault", fault_main, "inject RoCEv2 packet loss on a rail (eBPF)" },
 	{ "config", config_main, "check a configuration" },

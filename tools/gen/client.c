@@ -124,7 +124,7 @@ static int can_post(const struct gen_qp *q, const struct gen_op *op)
 /* As many operations as allowed, in one ibv_post_send(). */
 static int post_batch(struct gen *g, struct gen_qp *q)
 {
-	struct ibv_send_wr wr[GEN_BATCH], *bad;
+	struct ibv_send_wr wr[GEN_BATCH];
 	struct ibv_sge sge[GEN_BATCH];
 	struct gen_op op;
 	int i, n = 0, ret;
@@ -146,7 +146,7 @@ static int post_batch(struct gen *g, struct gen_qp *q)
 	/* the last WR of a batch is signaled, so every WR retires */
 	wr[n - 1].send_flags |= IBV_SEND_SIGNALED;
 	q->sig[GEN_WRID_IDX(wr[n - 1].wr_id) % GEN_SQ_DEPTH] = 1;
-	ret = ibv_post_send(q->qp, wr, &bad);
+	ret = gen_post_send(q, wr);
 	if (ret) {
 		gen_fail(g, &g->st.errors, "qp %u: ibv_post_send: %s", q->idx,
 			 strerror(ret));

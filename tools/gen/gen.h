@@ -19,6 +19,16 @@
 #define GEN_BATCH 16 /* WRs per ibv_post_send call at most */
 #define GEN_IB_PORT 1
 
+/* Send WRs posted, by opcode, as r2cc-ctl metrics counts them (op label) */
+enum gen_wr_stat {
+	GEN_WS_SEND,
+	GEN_WS_SEND_IMM,
+	GEN_WS_WRITE,
+	GEN_WS_WRITE_IMM,
+	GEN_WS_READ,
+	GEN_WS_NR
+};
+
 /* wr_id: what kind of queue, the QP index, then the WR's index. */
 #define GEN_WRID(recv, qp, idx) \
 	((uint64_t)(recv) << 63 | (uint64_t)(qp) << 48 | (idx))
@@ -41,6 +51,7 @@ struct gen_opts {
 	double secs; /* client: run time */
 	double interval; /* progress lines (0: none) */
 	double stall_limit;
+	double linger; /* seconds to keep the QPs after the summary line */
 };
 
 struct gen_stats {
@@ -92,6 +103,8 @@ struct gen_qp {
 	uint64_t nop; /* client: operations picked */
 	uint32_t cseq; /* server: credits sent */
 	uint32_t cacked; /* server: ack value of the last credit */
+	uint64_t wrs[GEN_WS_NR]; /* send WRs posted, by opcode */
+	uint64_t wr_bytes; /* their SGE lengths, summed */
 	struct gen_remote peer;
 };
 
@@ -136,6 +149,7 @@ double gen_now(void);
 void gen_fail(struct gen *g, uint64_t *counter, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void gen_report(const struct gen *g, int progress);
+void gen_report_qps(const struct gen *g);
 
 /* oob.c: the TCP exchange, every call bounded */
 int gen_oob_open(struct gen *g);
@@ -154,6 +168,7 @@ int gen_verbs_drain(struct gen *g);
 int gen_verbs_wait(struct gen *g, int ms, int *tcp);
 int gen_post_recv(struct gen *g, struct gen_qp *q);
 int gen_post_recvs(struct gen *g);
+int gen_post_send(struct gen_qp *q, struct ibv_send_wr *wr);
 
 /* client.c, server.c */
 int gen_client_busy(const struct gen *g, char *what, size_t n);

@@ -43,13 +43,18 @@ static const char usage_text[] =
 	"      --timeout N        RC local ACK timeout exponent, 0..31\n"
 	"                         (default 14)\n"
 	"      --seed N           payload seed (default 1)\n"
+	"      --linger S         keep the QPs S seconds after the summary\n"
+	"                         (for r2cc-ctl to read final counters)\n"
 	"  -h, --help             this text\n"
 	"The client's -q, -t, -n, -s and --seed rule: the server adopts them.\n"
 	"Each side prints at the end: r2cc-gen: role=ROLE qps=Q ops=N\n"
 	"bytes_verified=B mismatches=M duplicates=D losses=L order_errors=O\n"
 	"longest_stall_ms=S errors=E (the client's line includes the\n"
-	"server's figures) and exits 0 only if all are zero and something\n"
-	"was verified.\n";
+	"server's figures), then one line per QP of what this side posted:\n"
+	"r2cc-gen: qp=I qpn=N send=. send_imm=. write=. write_imm=. read=.\n"
+	"recv=. bytes=B (send WRs by opcode, receives, SGE bytes of the\n"
+	"send WRs), and exits 0 only if all are zero and something was\n"
+	"verified.\n";
 
 double gen_now(void)
 {
@@ -98,7 +103,30 @@ void gen_report(const struct gen *g, int progress)
 	fflush(stdout);
 }
 
-enum { OPT_STALL = 256, OPT_RETRY, OPT_TIMEOUT, OPT_SEED };
+/* One line per QP after the summary: what this side posted on it, the
+ * way r2cc-ctl metrics counts it (r2cc_wr_posted_total and the rest). */
+void gen_report_qps(const struct gen *g)
+{
+	const struct gen_qp *q;
+	int i;
+
+	for (i = 0; g->qp && i < g->o.qps; i++) {
+		q = &g->qp[i];
+		if (!q->qp)
+			continue;
+		printf("r2cc-gen: qp=%d qpn=%u send=%" PRIu64
+		       " send_imm=%" PRIu64 " write=%" PRIu64
+		       " write_imm=%" PRIu64 " read=%" PRIu64 " recv=%" PRIu64
+		       " bytes=%" PRIu64 "\n",
+		       i, q->qp->qp_num, q->wrs[GEN_WS_SEND],
+		       q->wrs[GEN_WS_SEND_IMM], q->wrs[GEN_WS_WRITE],
+		       q->wrs[GEN_WS_WRITE_IMM], q->wrs[GEN_WS_READ],
+		       q->rposted, q->wr_bytes);
+	}
+	fflush(stdout);
+}
+
+enum { OPT_STALL = 256, OPT_RETRY, OPT_TIMEOUT, OPT_SEED, OPT_LINGER };
 
 /* Numeric options: range and where the value goes (type i, u, U or d). */
 static const struct numopt {
@@ -119,6 +147,7 @@ static const struct numopt {
 	{ OPT_RETRY, 0, 7, 'i', offsetof(struct gen_opts, retry_cnt) },
 	{ OPT_TIMEOUT, 0, 31, 'i', offsetof(struct gen_opts, timeout) },
 	{ OPT_SEED, 0, 1e15, 'U', offsetof(struct gen_opts, seed) },
+	{ OPT_LINGER, 0, 3600, 'd', offsetof(struct gen_opts, linger) },
 };
 
 /* In numopts order after "device", so that an index names the option. */
@@ -136,6 +165,7 @@ static const struct option longopts[] = {
 	{ "retry-cnt", required_argument, NULL, OPT_RETRY },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "linger", required_argument, NULL, OPT_LINGER },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -286,9 +316,12 @@ int main(int argc, char **argv)
 		finish(&g);
 	}
 	gen_report(&g, 0);
+	gen_report_qps(&g);
 	if (g.failed)
 		fprintf(stderr, "r2cc-gen: %s: FAILED: %s\n",
 			g.client ? "client" : "server", g.first);
+	if (g.o.linger > 0)
+		usleep((useconds_t)(g.o.linger * 1e6));
 	if (g.fd >= 0)
 		close(g.fd);
 	gen_verbs_close(&g);

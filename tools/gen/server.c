@@ -166,8 +166,7 @@ static int send_credit(struct gen *g, struct gen_qp *q)
 	struct ibv_send_wr wr = { .sg_list = &sge,
 				  .num_sge = 1,
 				  .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED },
-			   *bad;
+				  .send_flags = IBV_SEND_SIGNALED };
 	int ret;
 
 	h.sum = gen_sum(q->idx, h.seq, NULL, 0);
@@ -175,7 +174,7 @@ static int send_credit(struct gen *g, struct gen_qp *q)
 	if (GEN_HDR_LEN <= g->lim.max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	wr.wr_id = GEN_WRID(0, q->idx, idx);
-	ret = ibv_post_send(q->qp, &wr, &bad);
+	ret = gen_post_send(q, &wr);
 	if (ret) {
 		gen_fail(g, &g->st.errors, "qp %u: ibv_post_send: %s", q->idx,
 			 strerror(ret));

@@ -263,6 +263,37 @@ int gen_post_recv(struct gen *g, struct gen_qp *q)
 	return 0;
 }
 
+/* Post @wr (a list) on @q, counting the WRs the provider took. Returns
+ * ibv_post_send()'s value. */
+int gen_post_send(struct gen_qp *q, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad = NULL, *w;
+	int ret = ibv_post_send(q->qp, wr, &bad), i;
+
+	for (w = wr; w && !(ret && w == bad); w = w->next) {
+		switch (w->opcode) {
+		case IBV_WR_SEND:
+			q->wrs[GEN_WS_SEND]++;
+			break;
+		case IBV_WR_SEND_WITH_IMM:
+			q->wrs[GEN_WS_SEND_IMM]++;
+			break;
+		case IBV_WR_RDMA_WRITE:
+			q->wrs[GEN_WS_WRITE]++;
+			break;
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+			q->wrs[GEN_WS_WRITE_IMM]++;
+			break;
+		default:
+			q->wrs[GEN_WS_READ]++;
+			break;
+		}
+		for (i = 0; i < w->num_sge; i++)
+			q->wr_bytes += w->sg_list[i].length;
+	}
+	return ret;
+}
+
 /* Every QP's receive queue full: credits (client) or messages (server). */
 int gen_post_recvs(struct gen *g)
 {

@@ -2,11 +2,13 @@
 /*
  * test_status.c - the status record r2cc-ctl reads: a round trip through
  * shared memory, its permissions, records of dead processes (also one that
- * died mid-update), a writer caught mid-update, and hostile files.
+ * died mid-update), a writer caught mid-update, hostile files, records of
+ * another version, and the event ring (rail changes and QP failovers).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,4 +181,136 @@ Test(status, event_ring_keeps_the_last_ones_in_order)
 		cr_assert_geq(s.ev[i].realtime_ns, s.ev[i - 1].realtime_ns);
 	cr_assert_eq(s.ev[s.nev - 1].rail, (R2CC_STATUS_EVENTS + 9) % 3);
 	r2cc_status_snap_free(&s);
+}
+
+Test(status, qp_events_share_the_ring_with_rail_events)
+{
+	struct r2cc_status_event fo = { .kind = R2CC_EV_FAILOVER,
+					.rail = 0,
+					.state = 7, /* ignored: set to 0 */
+					.cause = R2CC_CAUSE_CQ_ERROR,
+					.qpn = 0x11,
+					.to_rail = 1,
+					.wrs = 12,
+					.bytes = 40960 };
+	struct r2cc_status_event bad = { .kind = R2CC_EV_FAILOVER_FAILED,
+					 .rail = 0,
+					 .cause = R2CC_CAUSE_PEER,
+					 .qpn = 0x12,
+					 .to_rail = 1 };
+	struct r2cc_status_snap s;
+
+	r2cc_status_qp_event(&fo); /* not open: nothing, no crash */
+	cr_assert_eq(r2cc_status_open(), 0);
+	r2cc_status_event(0, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
+	r2cc_status_qp_event(&fo);
+	r2cc_status_qp_event(&bad);
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	cr_assert_eq(s.nev, 3);
+	cr_assert_eq(s.ev[0].kind, R2CC_EV_RAIL);
+	cr_assert_eq(s.ev[0].state, R2CC_RAIL_DOWN);
+	cr_assert_eq(s.ev[0].to_rail, -1);
+	cr_assert_eq(s.ev[0].qpn, 0);
+	cr_assert_eq(s.ev[1].kind, R2CC_EV_FAILOVER);
+	cr_assert_eq(s.ev[1].state, 0);
+	cr_assert_eq(s.ev[1].qpn, 0x11);
+	cr_assert_eq(s.ev[1].rail, 0);
+	cr_assert_eq(s.ev[1].to_rail, 1);
+	cr_assert_eq(s.ev[1].cause, R2CC_CAUSE_CQ_ERROR);
+	cr_assert_eq(s.ev[1].wrs, 12);
+	cr_assert_eq(s.ev[1].bytes, 40960);
+	cr_assert_geq(s.ev[1].realtime_ns, s.ev[0].realtime_ns);
+	cr_assert_gt(s.ev[1].realtime_ns, 0, "stamped by the writer");
+	cr_assert_eq(s.ev[2].kind, R2CC_EV_FAILOVER_FAILED);
+	cr_assert_eq(s.ev[2].cause, R2CC_CAUSE_PEER);
+	r2cc_status_snap_free(&s);
+	cr_assert_str_eq(r2cc_status_ev_kind_name(R2CC_EV_RAIL), "rail");
+	cr_assert_str_eq(r2cc_status_ev_kind_name(R2CC_EV_FAILOVER),
+			 "failover");
+	cr_assert_str_eq(r2cc_status_ev_kind_name(R2CC_EV_FAILBACK),
+			 "failback");
+	cr_assert_str_eq(r2cc_status_ev_kind_name(R2CC_EV_FAILOVER_FAILED),
+			 "failover_failed");
+	cr_assert_str_eq(r2cc_status_ev_kind_name(R2CC_EV_NKINDS), "?");
+}
+
+/* Set the version field of the record at @p. */
+static void set_version(const char *p, uint32_t v)
+{
+	struct r2cc_status_hdr *h;
+	int fd = open(p, O_RDWR);
+
+	cr_assert_geq(fd, 0);
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	cr_assert_neq(h, MAP_FAILED);
+	h->version = v;
+	munmap(h, sizeof(*h));
+	close(fd);
+}
+
+/* A record of another version (an older or newer shim) is refused
+ * cleanly: -EBADMSG, never a misread. */
+Test(status, refuses_other_versions)
+{
+	struct r2cc_status_snap s;
+	uint64_t id;
+	uint32_t pid;
+	uint16_t port;
+
+	cr_assert_eq(R2CC_STATUS_VERSION, 3);
+	cr_assert_eq(r2cc_status_open(), 0);
+	r2cc_status_ctrl(42, 4242);
+	cr_assert_not_null(r2cc_status_qp_add(0x21, 2, 0, "rxe0"));
+	cr_assert_eq(r2cc_status_find_qp("rxe0", 0x21, &id, &port, &pid), 0);
+	set_version(path, R2CC_STATUS_VERSION - 1);
+	cr_assert_eq(r2cc_status_read(path, &s), -EBADMSG);
+	cr_assert_eq(r2cc_status_find_qp("rxe0", 0x21, &id, &port, &pid),
+		     -ENOENT);
+	set_version(path, R2CC_STATUS_VERSION + 1);
+	cr_assert_eq(r2cc_status_read(path, &s), -EBADMSG);
+	set_version(path, R2CC_STATUS_VERSION);
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	r2cc_status_snap_free(&s);
+}
+
+/* A reader that copies the ring while another thread adds failovers
+ * never sees a torn event: each one is whole (seqlock). */
+static void *adder(void *arg)
+{
+	struct r2cc_status_event e = { .kind = R2CC_EV_FAILOVER, .to_rail = 1 };
+	uint32_t i;
+
+	(void)arg;
+	for (i = 1; i <= 20000; i++) {
+		e.qpn = i;
+		e.wrs = i;
+		e.bytes = (uint64_t)i * 3;
+		r2cc_status_qp_event(&e);
+	}
+	return NULL;
+}
+
+Test(status, qp_events_are_never_torn)
+{
+	struct r2cc_status_snap s;
+	pthread_t t;
+	uint32_t i;
+	int n, ret;
+
+	cr_assert_eq(r2cc_status_open(), 0);
+	cr_assert_eq(pthread_create(&t, NULL, adder, NULL), 0);
+	for (n = 0; n < 200; n++) {
+		ret = r2cc_status_read(path, &s);
+		if (ret == -EAGAIN)
+			continue;
+		cr_assert_eq(ret, 0);
+		for (i = 0; i < s.nev; i++) {
+			cr_assert_eq(s.ev[i].wrs, s.ev[i].qpn);
+			cr_assert_eq(s.ev[i].bytes, (uint64_t)s.ev[i].qpn * 3);
+			if (i)
+				cr_assert_eq(s.ev[i].qpn, s.ev[i - 1].qpn + 1);
+		}
+		r2cc_status_snap_free(&s);
+	}
+	pthread_join(t, NULL);
 }

@@ -68,7 +68,8 @@ read -r _ wpid <&"${W[0]}"
 t conn 0 $ctl -j conn show &&
 	jq -e --argjson p "$wpid" 'length == 2 and all(.[]; .pid == $p)
 		and .[0].qpn == 257 and .[0].posted == 1000
-		and .[1].dev == "we\"ird\\dev" and .[1].polled_err == 2' \
+		and .[1].dev == "we\"ird\\dev" and .[1].polled_err == 2
+		and .[1].peer_qpn == 770 and .[0].peer_qpn == 0' \
 		"$out" > /dev/null || { echo "FAIL conn: $(cat "$out")"; fail=1; }
 t conn-pid 0 $ctl conn show pid "$wpid" && has "$out" "qpn 257"
 t conn-otherpid 4 $ctl conn show pid 1
@@ -104,12 +105,35 @@ has "$out" 'r2cc_rail_up{pid="'"$wpid"'",dev="mlx5_1"} 0'
 has "$out" 'r2cc_rail_down_events_total{pid="'"$wpid"'",dev="mlx5_1"} 3'
 has "$out" 'dev="we\\"ird\\\\dev",qpn="258",status="error"} 2'
 has "$out" 'op="write"} 1000'
+has "$out" '^r2cc_wr_bytes_posted_total{pid="'"$wpid"'",comm="[^"]*",dev="mlx5_0",qpn="257"} 65536000$'
+has "$out" '^r2cc_recv_posted_total{.*qpn="258"} 11$'
+# events: rail changes and QP failovers in one list, oldest first.
 t events 0 $ctl -j events &&
-	jq -e 'length == 2 and .[0].dev == "mlx5_1" and .[0].state == "down"
+	jq -e 'length == 4 and all(.[]; .pid > 0 and .comm != null)
+		and ([.[].time] == ([.[].time] | sort))
+		and .[0].event == "rail" and .[0].rail == 1
+		and .[0].dev == "mlx5_1" and .[0].state == "down"
 		and .[0].cause == "carrier" and .[1].state == "up"
-		and .[0].time <= .[1].time' "$out" > /dev/null ||
+		and .[1].cause == "port event" and (.[0] | has("qpn") | not)
+		and .[2] == (.[2] + {event: "failover", qpn: 258, rail: 1,
+			dev: "mlx5_1", to_rail: 0, to_dev: "mlx5_0",
+			cause: "cq error", replayed_wrs: 5,
+			replayed_bytes: 4096})
+		and (.[2] | has("state") | not)
+		and .[3].event == "failover_failed" and .[3].qpn == 259
+		and .[3].to_dev == "mlx5_1" and .[3].cause == "peer"
+		and (.[3] | has("replayed_wrs") | not)' "$out" > /dev/null ||
 	{ echo "FAIL events: $(cat "$out")"; fail=1; }
-t events-pid 0 $ctl events pid "$wpid" && has "$out" "rail 1 mlx5_1 down (carrier)"
+t events-pretty 0 $ctl -j -p events && jq -e 'length == 4' "$out" > /dev/null ||
+	{ echo "FAIL events-pretty: $(cat "$out")"; fail=1; }
+t events-pid 0 $ctl events pid "$wpid" && {
+	has "$out" "rail 1 mlx5_1 down (carrier)$"
+	has "$out" " failover qpn 258 rail 1 mlx5_1 -> rail 0 mlx5_0 (cq error) replayed 5 WRs 4096 bytes$"
+	has "$out" " failover_failed qpn 259 rail 0 mlx5_0 -> rail 1 mlx5_1 (peer)$"
+	[ "$(grep -c . "$out")" = 4 ] || { echo "FAIL events-pid: not 4 lines"; fail=1; }
+}
+t events-badpid 1 $ctl events pid x && has "$err" "usage: r2cc-ctl events"
+t events-help 0 $ctl events help && has "$err" "failovers"
 t events-show 0 $ctl events show
 # The stand-in ends: its record goes with it.
 exec {W[1]}>&-

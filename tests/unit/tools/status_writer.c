@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * status_writer.c - a stand-in for a process running r2cc, for ctl.sh:
- * publishes a status record with two rails, two events and two QPs (one
- * with a quote in its device name, to test escaping; one protected by a
- * backup on rail 1, one migrated to rail 0 with a failover and a replay),
- * prints "ready", then waits until stdin closes.
+ * publishes a status record with two rails, four events (rail 1 down and
+ * up, QP 258's failover to rail 0, a failed failover of QP 259) and two
+ * QPs (one with a quote in its device name, to test escaping; one
+ * protected by a backup on rail 1, one migrated to rail 0 with a failover
+ * and a replay), prints "ready", then waits until stdin closes.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -13,6 +14,18 @@
 
 int main(void)
 {
+	struct r2cc_status_event fo = { .kind = R2CC_EV_FAILOVER,
+					.rail = 1,
+					.cause = R2CC_CAUSE_CQ_ERROR,
+					.qpn = 0x102,
+					.to_rail = 0,
+					.wrs = 5,
+					.bytes = 4096 };
+	struct r2cc_status_event nofo = { .kind = R2CC_EV_FAILOVER_FAILED,
+					  .rail = 0,
+					  .cause = R2CC_CAUSE_PEER,
+					  .qpn = 0x103,
+					  .to_rail = 1 };
 	struct r2cc_status_qp *a, *b;
 	char c;
 
@@ -24,6 +37,8 @@ int main(void)
 			 3, 2);
 	r2cc_status_event(1, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
 	r2cc_status_event(1, R2CC_RAIL_UP, R2CC_CAUSE_PORT_EVENT);
+	r2cc_status_qp_event(&fo);
+	r2cc_status_qp_event(&nofo);
 	a = r2cc_status_qp_add(0x101, 2, 0, "mlx5_0");
 	b = r2cc_status_qp_add(0x102, 2, 1, "we\"ird\\dev");
 	if (!a || !b)
@@ -39,6 +54,7 @@ int main(void)
 	b->st.polled = 9;
 	b->st.polled_err = 2;
 	b->st.bytes_posted = 700;
+	b->peer_qpn = 0x302;
 	b->st.bytes_polled = 300;
 	b->prot = R2CC_PROT_MIGRATED;
 	b->backup_rail = 0;
