@@ -7,8 +7,8 @@
 # unharmed. Failover: r2cc-gen verifies every byte across carrier down,
 # black hole, one-sided cut, flap and 30% loss (0 mismatches, duplicates,
 # losses, order errors, errors), r2cc-ctl shows the QPs migrated; both rails
-# down fails the program in bounded time; ibv_rc_pingpong finishes across a
-# rail kill; the same fault without r2cc kills the generator and
+# down fails the program in bounded time; ibv_rc_pingpong and perftest's
+# ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill; the same fault without r2cc kills the generator and
 # ib_write_bw. Prints fault -> first backup completion, WRs replayed and
 # bytes re-sent per node, and the generator's longest stall.
 # lab-timeout: 1200
@@ -208,9 +208,13 @@ prog_fo() {
 
 PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 30000 -s 1024"
 prog_fo fo.pingpong 8 "$PP" "$PP"
-# Not yet: perftest's ib_*_bw across the kill. Their ibv_wr_* QPs ran
-# unprotected in the lab (no backup made; see the failover issue's note).
+# perftest: the write_bw and read_bw servers never move their QP past RTR
+# (r2cc protects from RTR on); -D 20 with the kill 10 s in.
 PT=$REPO/tests/lab/lib/perftest-retry
+for t in write send read; do
+	BW="$PT ib_${t}_bw -d $(rail_ibdev 0) -x 1 -D 20"
+	prog_fo "fo.ib_${t}_bw" 10 "$BW" "$BW"
+done
 
 # Baseline, same run: the same carrier fault without r2cc kills the
 # generator and ib_write_bw. (How long the generator then takes to exit is
