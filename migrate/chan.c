@@ -673,6 +673,7 @@ static void *chan_thread(void *arg)
 	struct pollfd pfd[MAX_CONNS + 3];
 	int map[MAX_CONNS + 3];
 	uint32_t gen[MAX_CONNS + 3];
+	uint64_t last_tick = 0;
 	sigset_t all;
 
 	(void)arg;
@@ -723,6 +724,13 @@ static void *chan_thread(void *arg)
 			}
 		}
 		expire(now_ns());
+		if (cs.hooks.on_tick && cs.running &&
+		    now_ns() - last_tick >= TICK_MS * 1000000ULL) {
+			last_tick = now_ns();
+			pthread_mutex_unlock(&cs.lock);
+			cs.hooks.on_tick();
+			pthread_mutex_lock(&cs.lock);
+		}
 	}
 	pthread_mutex_unlock(&cs.lock);
 	return NULL;

@@ -29,6 +29,8 @@ struct r2cc_chan_hooks {
 		       struct r2cc_ctrl_lookup_reply *r);
 	/* Every path to @peer failed: its connections are unprotected. */
 	void (*on_peer_lost)(uint64_t peer);
+	/* Every tick of the thread (about 200 ms; may be NULL). */
+	void (*on_tick)(void);
 };
 
 struct r2cc_chan_cfg {

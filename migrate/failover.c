@@ -172,6 +172,8 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 			}
 			break;
 		}
+		if (mq->fenced && !mq->replayed)
+			mq->unposted_sends++;
 	}
 	pthread_mutex_unlock(&mq->lock);
 	return ret;
@@ -213,6 +215,8 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 			}
 			break;
 		}
+		if (mq->fenced && !mq->reposted)
+			mq->unposted_recvs++;
 	}
 	pthread_mutex_unlock(&mq->lock);
 	return ret;
@@ -309,7 +313,31 @@ static bool path_fault(enum ibv_wc_status s)
 
 static void fence(struct r2cc_mig_qp *mq, uint32_t why);
 
-int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct ibv_wc *wc)
+/* A completion of the fenced primary hidden from the program: kept until
+ * the move succeeds (dropped) or is abandoned (delivered). */
+static void hold(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
+		 const struct ibv_wc *wc)
+{
+	if (!mq->held)
+		return;
+	if (!mc || mq->nheld == mq->held_cap) {
+		mq->held_lost++;
+		return;
+	}
+	mq->held[mq->nheld].mc = mc;
+	mq->held[mq->nheld++].wc = *wc;
+}
+
+/* The move is done (both directions): nothing hidden is needed any more. */
+static void unhold(struct r2cc_mig_qp *mq)
+{
+	free(mq->held);
+	mq->held = NULL;
+	mq->nheld = mq->held_cap = 0;
+}
+
+int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
+		struct ibv_wc *wc)
 {
 	bool recv = wc->opcode & IBV_WC_RECV;
 	int keep = 1;
@@ -321,10 +349,12 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct ibv_wc *wc)
 		/* The old incarnation: its receives that the peer's executed
 		 * SENDs consumed are delivered; everything else is covered by
 		 * the replay. */
-		if (wc->status == IBV_WC_SUCCESS && recv)
+		if (wc->status == IBV_WC_SUCCESS && recv) {
 			r2cc_recvlog_complete(mq->rlog, wc->wr_id);
-		else
+		} else {
+			hold(mq, mc, wc);
 			keep = 0;
+		}
 		goto out;
 	}
 	if (wc->status == IBV_WC_SUCCESS) {
@@ -338,7 +368,10 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct ibv_wc *wc)
 		r2cc_info("QP %#x: %s: failing over", mq->qpn,
 			  ibv_wc_status_str(wc->status));
 		fence(mq, R2CC_CTRL_WHY_CQ_ERROR);
-		keep = 0;
+		if (mq->fenced) {
+			hold(mq, mc, wc);
+			keep = 0;
+		}
 	}
 out:
 	pthread_mutex_unlock(&mq->lock);
@@ -407,6 +440,13 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
  * backup_poll1() checks it under the QP's lock, and a released QP's
  * memory is never freed (r2cc_mig_release()).
  */
+int r2cc_mig_poll_stash(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
+{
+	return r2cc_wcstash_empty(mc->stash) ?
+		       0 :
+		       r2cc_wcstash_pop(mc->stash, wc, n);
+}
+
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 {
 	int got = 0, i, nq;
@@ -470,7 +510,10 @@ void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq)
 
 /* ---- fence, replay, re-post ---- */
 
-static void send_failover(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs)
+/* FAILOVER (our rq_psn), FAILOVER_ACK (@recvs), or with @type FAILOVER
+ * and @refuse: this side cannot move (the peer gives up at once). */
+static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs,
+		    bool refuse)
 {
 	struct r2cc_ctrl_msg m;
 	int ret;
@@ -479,7 +522,7 @@ static void send_failover(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs)
 	m.hdr.type = type;
 	m.failover.qpn = mq->qpn;
 	m.failover.reason = (uint8_t)mq->why;
-	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
+	m.failover.flags = refuse ? 0 : R2CC_CTRL_FO_PSN_VALID;
 	m.failover.rq_psn = mq->rq_psn;
 	m.failover.recvs = recvs;
 	ret = r2cc_chan_send(mq->peer, &m);
@@ -487,6 +530,72 @@ static void send_failover(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs)
 		r2cc_err("QP %#x: cannot tell the peer (%s): the failover "
 			 "waits for its own detection",
 			 mq->qpn, strerror(-ret));
+}
+
+/* A flush, as the primary in ERR would have made, for an entry logged
+ * while fenced and never posted. */
+static void synth_recv(struct r2cc_mig_qp *mq, const struct ibv_recv_wr *wr)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = wr->wr_id;
+	wc.status = IBV_WC_WR_FLUSH_ERR;
+	wc.opcode = IBV_WC_RECV;
+	wc.qp_num = mq->qpn;
+	if (r2cc_wcstash_push(mq->rcq->stash, &wc, 1))
+		r2cc_err("QP %#x: completion stash full: wr_id %#llx lost",
+			 mq->qpn, (unsigned long long)wr->wr_id);
+}
+
+/*
+ * The move cannot happen (the peer refused or never answered, or the
+ * replay failed): the program sees what it would have seen without r2cc
+ * (mq lock held). The primary is in ERR already: what it completed while
+ * hidden is delivered in the order it came, then a flush for each WR
+ * logged while fenced; from now on the QP is passthrough. The backup goes
+ * to ERR too, so the peer's backup does not wait on it.
+ */
+static void abandon(struct r2cc_mig_qp *mq, const char *why)
+{
+	struct r2cc_sendlog_stats ss;
+	struct r2cc_recvlog_stats rs;
+	const struct r2cc_sendlog_ent *e;
+	const struct r2cc_recvlog_ent *r;
+	struct ibv_qp_attr a;
+	uint32_t i;
+
+	if (!mq->logging || mq->replayed)
+		return;
+	r2cc_err("QP %#x: failover abandoned (%s): the program sees the "
+		 "native errors",
+		 mq->qpn, why);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	if (mq->bqp && ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
+		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
+	for (i = 0; i < mq->nheld; i++)
+		if (r2cc_wcstash_push(mq->held[i].mc->stash, &mq->held[i].wc,
+				      1))
+			mq->held_lost++;
+	if (mq->held_lost)
+		r2cc_err("QP %#x: %llu hidden completions could not be kept",
+			 mq->qpn, (unsigned long long)mq->held_lost);
+	unhold(mq);
+	r2cc_sendlog_get_stats(mq->slog, &ss);
+	for (i = ss.outstanding - mq->unposted_sends; i < ss.outstanding; i++)
+		if ((e = r2cc_sendlog_peek(mq->slog, i)))
+			synth(mq, e, IBV_WC_WR_FLUSH_ERR);
+	r2cc_recvlog_get_stats(mq->rlog, &rs);
+	for (i = rs.outstanding - mq->unposted_recvs; i < rs.outstanding; i++)
+		if ((r = r2cc_recvlog_peek(mq->rlog, i)))
+			synth_recv(mq, &r->wr);
+	mq->logging = false;
+	atomic_fetch_sub(&ps.waiting, 1);
+	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+	if (mq->peer)
+		send_fo(mq, R2CC_CTRL_FAILOVER, 0, true);
 }
 
 /* Replay once both rq_psns are known (lock held). */
@@ -508,8 +617,7 @@ static void replay(struct r2cc_mig_qp *mq)
 	if (ret) {
 		r2cc_err("QP %#x: peer rq_psn %#x outside our send log (%s)",
 			 mq->qpn, mq->peer_rq_psn, strerror(-ret));
-		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
-		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+		abandon(mq, "the peer's rq_psn is not ours");
 		return;
 	}
 	drain_done(mq); /* the head the peer executed completes now */
@@ -519,7 +627,7 @@ static void replay(struct r2cc_mig_qp *mq)
 	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
 		if (e->disp == R2CC_SL_DONE && consumes_recv(e->wr.opcode))
 			consumed++;
-	send_failover(mq, R2CC_CTRL_FAILOVER_ACK, consumed);
+	send_fo(mq, R2CC_CTRL_FAILOVER_ACK, consumed, false);
 	/* From now on the log counts PSNs of the backup's path. */
 	mtu = r2cc_mtu_bytes(mq->bmtu);
 	ret = mtu < 0 ? mtu :
@@ -531,11 +639,13 @@ static void replay(struct r2cc_mig_qp *mq)
 	if (ret) {
 		r2cc_err("QP %#x: replay on the backup failed (%s)", mq->qpn,
 			 strerror(-ret));
-		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
-		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+		abandon(mq, "the replay failed");
 		return;
 	}
 	mq->replayed = true;
+	atomic_fetch_sub(&ps.waiting, 1);
+	if (mq->reposted)
+		unhold(mq);
 	cq_attach(mq->scq, mq, mq->bscq);
 	if (mq->rcq != mq->scq || mq->brcq != mq->bscq)
 		cq_attach(mq->rcq, mq, mq->brcq);
@@ -572,6 +682,8 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed)
 		return;
 	}
 	mq->reposted = true;
+	if (mq->replayed)
+		unhold(mq);
 	r2cc_info("QP %#x: %u receives re-posted on the backup, %u consumed "
 		  "before the fault",
 		  mq->qpn, res.nrepost, res.npending);
@@ -598,17 +710,25 @@ static void fence(struct r2cc_mig_qp *mq, uint32_t why)
 		 * the program sees the native error. */
 		r2cc_err("QP %#x: fence failed (%s): no failover", mq->qpn,
 			 strerror(ret));
+		mq->logging = false;
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 		return;
 	}
 	mq->fenced = true;
+	atomic_fetch_add(&ps.waiting, 1);
+	/* Room for one completion per WR the primary may still make; on
+	 * no memory, hidden ones cannot be given back (counted). */
+	mq->held_cap = mq->cap.max_send_wr + mq->cap.max_recv_wr + 1;
+	mq->held = calloc(mq->held_cap, sizeof(*mq->held));
+	if (!mq->held)
+		mq->held_cap = 0;
 	mq->rq_psn = a.rq_psn;
 	r2cc_info("QP %#x fenced (%s), rq_psn %#x", mq->qpn,
 		  why == R2CC_CTRL_WHY_PEER ? "told by the peer" :
 					      "local fault",
 		  mq->rq_psn);
-	send_failover(mq, R2CC_CTRL_FAILOVER, 0);
+	send_fo(mq, R2CC_CTRL_FAILOVER, 0, false);
 	replay(mq);
 }
 
@@ -631,8 +751,22 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		return;
 	}
 	pthread_mutex_lock(&mq->lock);
-	if (!mq->fenced)
+	if (m->hdr.type == R2CC_CTRL_FAILOVER &&
+	    !(m->failover.flags & R2CC_CTRL_FO_PSN_VALID)) {
+		/* The peer cannot move: its side is in ERR or soon will be. */
+		if (mq->fenced)
+			abandon(mq, "the peer cannot move this connection");
+		goto out;
+	}
+	if (!mq->fenced && mq->logging)
 		fence(mq, R2CC_CTRL_WHY_PEER);
+	if (!mq->fenced || !mq->logging) {
+		/* Not protected (any more): say so, the peer gives up now
+		 * instead of at its bound. */
+		if (m->hdr.type == R2CC_CTRL_FAILOVER)
+			send_fo(mq, R2CC_CTRL_FAILOVER, 0, true);
+		goto out;
+	}
 	if (m->hdr.type == R2CC_CTRL_FAILOVER && !mq->have_peer_psn &&
 	    (m->failover.flags & R2CC_CTRL_FO_PSN_VALID)) {
 		mq->peer_rq_psn = m->failover.rq_psn;
@@ -641,7 +775,26 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK && mq->fenced) {
 		repost(mq, m->failover.recvs);
 	}
+out:
 	pthread_mutex_unlock(&mq->lock);
+}
+
+void r2cc_mig_tick(void)
+{
+	uint64_t now = r2cc_mig_now_ns();
+	struct r2cc_mig_qp *mq;
+
+	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&ps.lock);
+	for (mq = ps.qps; mq; mq = mq->next) {
+		pthread_mutex_lock(&mq->lock);
+		if (mq->fenced && !mq->replayed && mq->logging &&
+		    now - mq->fault_ns > R2CC_FENCE_BOUND_MS * 1000000ULL)
+			abandon(mq, "no answer from the peer in time");
+		pthread_mutex_unlock(&mq->lock);
+	}
+	pthread_mutex_unlock(&ps.lock);
 }
 
 void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)

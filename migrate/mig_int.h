@@ -13,6 +13,9 @@
 #include "protect.h"
 
 #define R2CC_MIG_CQ_QPS 64
+/* How long a fenced QP waits for its peer's FAILOVER before it gives up
+ * and shows the program the native errors (DESIGN §6: bounded). */
+#define R2CC_FENCE_BOUND_MS 5000
 #define MAX_PEER_MRS 4096
 #define MAX_EARLY 256
 
@@ -66,6 +69,16 @@ struct r2cc_mig_qp {
 	uint64_t fault_ns; /* when the failover began (CLOCK_MONOTONIC) */
 	uint64_t first_replay_ns;
 	uint32_t why; /* enum r2cc_ctrl_reason */
+	/* What the fenced primary completed and r2cc hid, in poll order:
+	 * the program's after all if the failover is abandoned. */
+	struct r2cc_held {
+		struct r2cc_mig_cq *mc; /* the program CQ it came from */
+		struct ibv_wc wc;
+	} * held; /* owned while fenced and not yet moved: held_cap */
+	uint32_t nheld, held_cap;
+	uint64_t held_lost; /* hidden with no room to hold them */
+	/* Logged while fenced, before the move: posted nowhere yet. */
+	uint32_t unposted_sends, unposted_recvs;
 };
 
 struct peer_mr {
@@ -90,10 +103,13 @@ struct r2cc_mig_state {
 		struct r2cc_ctrl_msg m;
 	} * early; /* owned: MAX_EARLY */
 	unsigned int nearly;
+	_Atomic unsigned int waiting; /* QPs fenced, not yet moved */
 };
 extern struct r2cc_mig_state ps;
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
+/* failover.c: the channel's tick: fences that waited too long give up */
+void r2cc_mig_tick(void);
 void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq);
 /* failover.c: a FAILOVER or FAILOVER_ACK from the peer (ps.lock held) */
 void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m);

@@ -342,6 +342,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		.on_resolved = on_resolved,
 		.lookup = lookup,
 		.on_peer_lost = on_peer_lost,
+		.on_tick = r2cc_mig_tick,
 	};
 	struct r2cc_chan_cfg cc = {
 		.port = (uint16_t)cfg->ctrl_port,
@@ -637,9 +638,9 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 	}
 	/* Sends are logged from the program's first PSN on. */
 	mtu = r2cc_mtu_bytes(attr->path_mtu);
-	ret = mtu < 0 ? mtu :
-			r2cc_sendlog_start(mq->slog, attr->sq_psn,
-					   (uint32_t)mtu);
+	ret = mtu < 0 ?
+		      mtu :
+		      r2cc_sendlog_start(mq->slog, attr->sq_psn, (uint32_t)mtu);
 	if (!ret && st == R2CC_PROT_READY)
 		ret = backup_rts(mq);
 	if (ret) {
@@ -669,11 +670,16 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	pthread_mutex_unlock(&ps.lock);
 	r2cc_mig_cq_detach(mq);
 	pthread_mutex_lock(&mq->lock);
+	if (mq->fenced && !mq->replayed && mq->logging)
+		atomic_fetch_sub(&ps.waiting, 1);
 	drop_backup(mq);
 	r2cc_sendlog_free(mq->slog);
 	r2cc_recvlog_free(mq->rlog);
+	free(mq->held);
 	mq->slog = NULL;
 	mq->rlog = NULL;
+	mq->held = NULL;
+	mq->nheld = mq->held_cap = 0;
 	mq->logging = false;
 	pthread_mutex_unlock(&mq->lock);
 	/* Not freed: a thread polling one of its CQs may still hold a

@@ -88,30 +88,38 @@ static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
 }
 
 /*
- * A CQ protected QPs may complete on: their completions go through
- * migrate/ (logs retired, a fenced QP's hidden), then what migrate/ has
- * for this CQ (synthesised, and the backups') is added.
+ * A CQ protected QPs may complete on. What migrate/ stashed for it comes
+ * first (synthesised completions, or a fenced QP's hidden ones given back
+ * when its move was abandoned: older than anything still in the CQ); then
+ * the CQ, through migrate/ (logs retired, a fenced QP's hidden); then, once
+ * the CQ is empty, the backups' (a fenced QP's consumed receives still in
+ * the CQ come before anything its backup completes).
  */
 static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
-			  struct ibv_wc *wc, int got)
+			  struct ibv_wc *wc)
 {
 	struct r2cc_cq *q = r2cc_lookup(cq, R2CC_OBJ_CQ);
 	struct r2cc_mig_cq *mc = q ? q->mc : NULL;
-	int i, kept = 0;
+	int i, kept = 0, got, want, end;
 
-	for (i = 0; i < got; i++) {
+	if (mc)
+		kept = r2cc_mig_poll_stash(mc, n, wc);
+	want = n - kept;
+	if (!want)
+		return kept;
+	got = c->poll_cq(cq, want, wc + kept);
+	if (got < 0)
+		return kept ? kept : got;
+	end = kept + got;
+	for (i = kept; i < end; i++) {
 		struct r2cc_qp *p = r2cc_map_lookup(
 			&r2cc_shim.qpn, r2cc_qpn_key(c, wc[i].qp_num));
 
-		if (p && p->mig && !r2cc_mig_wc(p->mig, &wc[i]))
+		if (p && p->mig && !r2cc_mig_wc(p->mig, mc, &wc[i]))
 			continue;
-		if (kept != i)
-			wc[kept] = wc[i];
-		kept++;
+		wc[kept++] = wc[i];
 	}
-	/* Only once the program's CQ is empty: a fenced QP's consumed
-	 * receives still in it come before anything its backup completes. */
-	if (mc && got < n && r2cc_mig_cq_busy(mc))
+	if (mc && kept < n && got < want && r2cc_mig_cq_busy(mc))
 		kept += r2cc_mig_poll_more(mc, n - kept, wc + kept);
 	return kept;
 }
@@ -121,9 +129,10 @@ static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct r2cc_ctx *c = ctx_of(cq->context);
 	int got, i;
 
-	got = c->poll_cq(cq, n, wc);
-	if (unlikely(r2cc_shim.protecting) && got >= 0)
-		got = poll_protected(c, cq, n, wc, got);
+	if (unlikely(r2cc_shim.protecting))
+		got = poll_protected(c, cq, n, wc);
+	else
+		got = c->poll_cq(cq, n, wc);
 	for (i = 0; i < got; i++)
 		count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
 			 wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);

@@ -182,6 +182,51 @@ if [ "$NODE" = b ]; then
 fi
 barrier fo.both.cleared 60
 
+# The peer's r2cc never answers (node a's program stopped, SIGSTOP, before
+# b's rail 0 dies): b's fenced QPs give up after their bound (5 s) and the
+# program sees the native errors (flushes), not a stall. (a's server is
+# ended with the case, still stopped: only b's side is judged.)
+R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.nopeer.log"
+R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+rm -f "$LAB/fo.nopeer.stopped"
+if [ "$NODE" = a ]; then
+	fault_midrun fo.nopeer sh -c "pkill -STOP -x r2cc-gen && touch $LAB/fo.nopeer.stopped && sleep 20 && pkill -CONT -x r2cc-gen"
+else
+	(
+		for i in $(seq 900); do
+			[ -e "$LAB/fo.nopeer.stopped" ] && break
+			sleep 0.1
+		done
+		sleep 0.5
+		t=$(date +%s.%N)
+		fault_carrier 0 down
+		echo "$t" > "$LAB/fo.nopeer.fault"
+		log "fo.nopeer: rail 0 down"
+	) &
+	FAULT_PID=$!
+fi
+pair fo.nopeer fail $((STALL + 90)) 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 60 -i 1 \$SERVER"
+if [ "$NODE" = b ]; then
+	end=$(date +%s.%N)
+	seen=$([ -e "$LAB/fo.nopeer.fault" ] && echo 1)
+	wait "$FAULT_PID"
+	judge_fail fo.nopeer "$end" "$seen"
+	why=$(sed -n 's/.*FAILED: //p' "$LAB/b.fo.nopeer.out" | head -1)
+	case $why in
+	*"no progress"*|"") check fail fo.nopeer.native "not a completion error: ${why:-none}" ;;
+	*) check pass fo.nopeer.native "$why" ;;
+	esac
+	fault_clear 0
+	wait_port_active 0 30
+	grep -q 'failover abandoned' "$LAB/b.fo.nopeer.log" &&
+		check pass fo.nopeer.abandoned "$(grep -m1 'failover abandoned' "$LAB/b.fo.nopeer.log" | cut -c1-160)" ||
+		check fail fo.nopeer.abandoned "$(grep -E 'fenced|moved|failover' "$LAB/b.fo.nopeer.log" | head -3)"
+else
+	pkill -CONT -x r2cc-gen
+	wait "$FAULT_PID"
+fi
+barrier fo.nopeer.cleared 120
+
 # Unmodified programs across a rail kill (carrier down on node b, some
 # seconds into the run): they must finish normally, and r2cc must have
 # moved their connections.
