@@ -656,6 +656,66 @@ out:
 	return ret;
 }
 
+/* Send @m to every peer bound to a QP of @pd (on its backup rail when
+ * @mr is set: MR_KEYS of that MR), each (peer, rail) once. */
+static void announce(const void *pd, const void *mr, struct r2cc_ctrl_msg *m)
+{
+	struct {
+		uint64_t peer;
+		int rail;
+	} done[64];
+	struct r2cc_mig_qp *mq;
+	int n = 0, i, ret;
+
+	pthread_mutex_lock(&ps.lock);
+	for (mq = ps.qps; mq; mq = mq->next) {
+		if (mq->pd != pd || !mq->peer || !mq->bind_sent)
+			continue;
+		for (i = 0; i < n; i++)
+			if (done[i].peer == mq->peer &&
+			    done[i].rail == mq->backup_rail)
+				break;
+		if (i < n)
+			continue;
+		if (n < (int)(sizeof(done) / sizeof(done[0]))) {
+			done[n].peer = mq->peer;
+			done[n++].rail = mq->backup_rail;
+		}
+		if (mr && ps.env.mr_key(mr, mq->backup_rail, &m->mr_keys.mr[0]))
+			continue; /* no shadow there: nothing to translate */
+		ret = r2cc_chan_send(mq->peer, m);
+		if (ret)
+			r2cc_warn("QP %#x: memory key change not sent (%s)",
+				  mq->qpn, strerror(-ret));
+	}
+	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_mr_new(const void *pd, const void *mr)
+{
+	struct r2cc_ctrl_msg *m;
+
+	if (!ps.on || !ps.env.mr_key || !(m = calloc(1, sizeof(*m))))
+		return;
+	m->hdr.type = R2CC_CTRL_MR_KEYS;
+	m->mr_keys.n = 1;
+	announce(pd, mr, m);
+	free(m);
+}
+
+void r2cc_mig_mr_gone(const void *pd, uint32_t rkey)
+{
+	struct r2cc_ctrl_msg *m;
+
+	if (!ps.on || !(m = calloc(1, sizeof(*m))))
+		return;
+	m->hdr.type = R2CC_CTRL_MR_INVALIDATE;
+	m->mr_inval.n = 1;
+	m->mr_inval.rkey[0] = rkey;
+	announce(pd, NULL, m);
+	free(m);
+}
+
 void r2cc_mig_release(struct r2cc_mig_qp *mq)
 {
 	struct r2cc_mig_qp **pp;

@@ -44,6 +44,8 @@ struct r2cc_mig_env {
 	/* The lkey of the shadow on @rail of the program's MR @lkey. */
 	int (*lkey_xlate)(const void *pd, int rail, uint32_t lkey,
 			  uint32_t *out);
+	/* The program's MR @mr (its handle) and its shadow on @rail. */
+	int (*mr_key)(const void *mr, int rail, struct r2cc_ctrl_mr *out);
 };
 
 /* What the shim knows of a QP that just reached RTR. */
@@ -100,6 +102,14 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
  * Return: 0, or the backup's modify error (migrated QPs only).
  */
 int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr);
+/*
+ * The program registered @mr (a handle) on @pd, or deregistered the MR
+ * whose rkey was @rkey: every peer bound to a QP on @pd learns it (MR_KEYS,
+ * MR_INVALIDATE), so a replay or a post after a move can translate it.
+ * Peers bound later get it with their bind.
+ */
+void r2cc_mig_mr_new(const void *pd, const void *mr);
+void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
 /* The program destroys its QP: drop the backup (after the real destroy). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
 /* enum r2cc_prot_state of @mq */

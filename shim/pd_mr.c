@@ -176,9 +176,12 @@ static struct ibv_mr *mr_created(struct ibv_mr *mr, struct ibv_pd *pd,
 		mr_mirror(m);
 	}
 	errno = saved;
-	if (r2cc_obj_add(mr, m, R2CC_OBJ_MR, mr_free) && r2cc_shim.protecting)
+	if (r2cc_obj_add(mr, m, R2CC_OBJ_MR, mr_free) && r2cc_shim.protecting) {
 		r2cc_map_insert(&r2cc_shim.lkey, r2cc_qpn_key(p->ctx, mr->lkey),
 				m);
+		/* Peers already bound learn it now (found by its handle). */
+		r2cc_mig_mr_new(pd, mr);
+	}
 	errno = saved;
 	return mr;
 }
@@ -226,15 +229,26 @@ R2CC_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 {
 	struct r2cc_mr *m;
 	struct r2cc_pd *np;
+	uint64_t old_lkey = 0;
+	uint32_t old_rkey = 0;
 	int ret, saved;
 
 	R2CC_ENTER(ibv_rereg_mr, ENOSYS, mr, flags, pd, addr, len, access);
 	m = r2cc_lookup(mr, R2CC_OBJ_MR);
+	if (m && r2cc_shim.protecting) {
+		/* Its keys may change: peers forget the old, learn the new. */
+		old_lkey = r2cc_qpn_key(m->pd->ctx, mr->lkey);
+		old_rkey = mr->rkey;
+	}
 	ret = r2cc_real.ibv_rereg_mr(mr, flags, pd, addr, len, access);
 	if (ret || !m)
 		return ret;
 	/* Redo the mirror from what the MR is now. */
 	saved = errno;
+	if (old_lkey) {
+		r2cc_map_remove(&r2cc_shim.lkey, old_lkey);
+		r2cc_mig_mr_gone(m->pd->pd, old_rkey);
+	}
 	mr_unmirror(m);
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		np = r2cc_lookup(pd, R2CC_OBJ_PD);
@@ -246,6 +260,11 @@ R2CC_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
 		m->iova = (uintptr_t)addr;
 	mr_mirror(m);
+	if (old_lkey) {
+		r2cc_map_insert(&r2cc_shim.lkey,
+				r2cc_qpn_key(m->pd->ctx, mr->lkey), m);
+		r2cc_mig_mr_new(m->pd->pd, mr);
+	}
 	errno = saved;
 	return ret;
 }
@@ -253,18 +272,24 @@ R2CC_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 R2CC_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 {
 	struct r2cc_mr *m;
-	int ret;
-
+	const void *pd = NULL;
 	uintptr_t lkey = 0;
+	uint32_t rkey = 0;
+	int ret;
 
 	R2CC_ENTER(ibv_dereg_mr, ENOSYS, mr);
 	m = r2cc_lookup(mr, R2CC_OBJ_MR);
-	if (m && r2cc_shim.protecting)
+	if (m && r2cc_shim.protecting) {
 		lkey = r2cc_qpn_key(m->pd->ctx, mr->lkey);
+		rkey = mr->rkey;
+		pd = m->pd->pd;
+	}
 	ret = r2cc_real.ibv_dereg_mr(mr);
 	if (!ret && m) {
-		if (lkey)
+		if (lkey) {
 			r2cc_map_remove(&r2cc_shim.lkey, lkey);
+			r2cc_mig_mr_gone(pd, rkey);
+		}
 		r2cc_obj_del(mr, m, mr_free);
 	}
 	return ret;

@@ -31,6 +31,15 @@ static int dev_of_gid(const uint8_t gid[16], char *dev, size_t len)
 	return -ENOENT;
 }
 
+/* What the peer needs of @m to translate its rkey on @rail. */
+static void key_of(const struct r2cc_mr *m, int rail, struct r2cc_ctrl_mr *out)
+{
+	out->rkey = m->mr->rkey;
+	out->backup_rkey = m->shadow[rail]->rkey;
+	out->addr = m->iova;
+	out->len = m->mr->length;
+}
+
 struct mr_walk {
 	const void *pd;
 	int rail, n, max;
@@ -45,11 +54,7 @@ static void mr_visit(void *obj, void *arg)
 	if (m->type != R2CC_OBJ_MR || m->pd->pd != w->pd || w->n >= w->max ||
 	    !m->shadow[w->rail])
 		return;
-	w->out[w->n].rkey = m->mr->rkey;
-	w->out[w->n].backup_rkey = m->shadow[w->rail]->rkey;
-	w->out[w->n].addr = m->iova;
-	w->out[w->n].len = m->mr->length;
-	w->n++;
+	key_of(m, w->rail, &w->out[w->n++]);
 }
 
 static int mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr *out, int max)
@@ -60,6 +65,16 @@ static int mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr *out, int max)
 		return -EINVAL;
 	r2cc_map_for_each(&r2cc_shim.reg, mr_visit, &w);
 	return w.n;
+}
+
+static int mr_key(const void *mr, int rail, struct r2cc_ctrl_mr *out)
+{
+	struct r2cc_mr *m = r2cc_lookup(mr, R2CC_OBJ_MR);
+
+	if (!m || rail < 0 || rail >= R2CC_MAX_RAILS || !m->shadow[rail])
+		return -ENOENT;
+	key_of(m, rail, out);
+	return 0;
 }
 
 static int lkey_xlate(const void *pd, int rail, uint32_t lkey, uint32_t *out)
@@ -80,7 +95,8 @@ void r2cc_shim_protect_start(void)
 {
 	const struct r2cc_mig_env env = { .dev_of_gid = dev_of_gid,
 					  .mr_keys = mr_keys,
-					  .lkey_xlate = lkey_xlate };
+					  .lkey_xlate = lkey_xlate,
+					  .mr_key = mr_key };
 	struct r2cc_mig_verbs real = {
 		.create_cq = r2cc_real.ibv_create_cq,
 		.destroy_cq = r2cc_real.ibv_destroy_cq,
