@@ -397,6 +397,10 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	wc->qp_num = mq->qpn;
 	if (wc->status != IBV_WC_SUCCESS) {
 		/* The backup failed too: the native error, as without r2cc. */
+		if (st_of(mq) != R2CC_PROT_FAILED)
+			r2cc_err("QP %#x: its backup failed too (%s): the "
+				 "program sees the error",
+				 mq->qpn, ibv_wc_status_str(wc->status));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	} else if (wc->opcode & IBV_WC_RECV) {
 		r2cc_recvlog_complete(mq->rlog, wc->wr_id);
