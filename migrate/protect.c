@@ -117,7 +117,10 @@ static int backup_rtr(struct r2cc_mig_qp *mq)
 }
 
 /* The program's QP is at RTS and the backup at RTR: the backup follows,
- * with the program's timeouts (retries capped: a black hole must fail). */
+ * with the program's own timeout and retries. Not capped like the
+ * primary's: there is no move from the backup yet, so capping would only
+ * turn what the program would ride out (a stall; 7 is endless on rxe)
+ * into an error it would not have seen. */
 static int backup_rts(struct r2cc_mig_qp *mq)
 {
 	struct ibv_qp_attr a;
@@ -128,7 +131,7 @@ static int backup_rts(struct r2cc_mig_qp *mq)
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = mq->attr.timeout;
-	a.retry_cnt = mq->attr.retry_cnt > 6 ? 6 : mq->attr.retry_cnt;
+	a.retry_cnt = mq->attr.retry_cnt;
 	a.rnr_retry = 7;
 	a.sq_psn = mq->bpsn;
 	a.max_rd_atomic = mq->attr.max_rd_atomic;
