@@ -144,6 +144,16 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	int ret = 0, err;
 
 	pthread_mutex_lock(&mq->lock);
+	if (!mq->logging && mq->replayed && mq->bqp) {
+		/* Moved, then logging stopped: the backup carries it. */
+		for (w = wr; w && !ret; w = w->next)
+			if ((err = backup_send(mq, w))) {
+				*bad = w;
+				ret = -err;
+			}
+		pthread_mutex_unlock(&mq->lock);
+		return ret;
+	}
 	if (!mq->logging || !mq->slog) {
 		pthread_mutex_unlock(&mq->lock);
 		return post(mq->qp, wr, bad);
@@ -188,6 +198,16 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 	int ret = 0, err;
 
 	pthread_mutex_lock(&mq->lock);
+	if (!mq->logging && mq->reposted && mq->bqp) {
+		/* Moved, then logging stopped: the backup carries it. */
+		for (w = wr; w && !ret; w = w->next)
+			if ((err = backup_recv(mq, w))) {
+				*bad = w;
+				ret = -err;
+			}
+		pthread_mutex_unlock(&mq->lock);
+		return ret;
+	}
 	if (!mq->logging) {
 		pthread_mutex_unlock(&mq->lock);
 		return post(mq->qp, wr, bad);
@@ -358,10 +378,15 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 		goto out;
 	}
 	if (wc->status == IBV_WC_SUCCESS) {
-		if (recv)
-			r2cc_recvlog_complete(mq->rlog, wc->wr_id);
-		else if (mq->slog)
+		int err;
+
+		if (!recv)
 			send_done(mq, wc);
+		else if ((err = r2cc_recvlog_complete(mq->rlog, wc->wr_id)))
+			give_up(mq,
+				"a receive completion the log does not "
+				"know",
+				err);
 		goto out;
 	}
 	if (st_of(mq) == R2CC_PROT_READY && path_fault(wc->status)) {
@@ -527,7 +552,7 @@ static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs,
 	m.failover.qpn = mq->qpn;
 	m.failover.reason = (uint8_t)mq->why;
 	m.failover.flags = refuse ? 0 : R2CC_CTRL_FO_PSN_VALID;
-	m.failover.rq_psn = mq->rq_psn;
+	m.failover.rq_psn = refuse ? 0 : mq->rq_psn; /* codec: 0 unless valid */
 	m.failover.recvs = recvs;
 	ret = r2cc_chan_send(mq->peer, &m);
 	if (ret)
@@ -723,7 +748,7 @@ static void fence(struct r2cc_mig_qp *mq, uint32_t why)
 	atomic_fetch_add(&ps.waiting, 1);
 	/* Room for one completion per WR the primary may still make; on
 	 * no memory, hidden ones cannot be given back (counted). */
-	mq->held_cap = mq->cap.max_send_wr + mq->cap.max_recv_wr + 1;
+	mq->held_cap = 2 * (mq->cap.max_send_wr + mq->cap.max_recv_wr) + 2;
 	mq->held = calloc(mq->held_cap, sizeof(*mq->held));
 	if (!mq->held)
 		mq->held_cap = 0;

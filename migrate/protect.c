@@ -443,9 +443,12 @@ struct r2cc_mig_qp *r2cc_mig_qp_new(struct ibv_qp *qp,
 	mq = calloc(1, sizeof(*mq));
 	if (!mq)
 		return NULL;
-	mq->rlog = r2cc_recvlog_new(cap->max_recv_wr ? cap->max_recv_wr : 1,
+	/* Twice what the provider reported, plus one: rxe rounds a queue up
+	 * to 2^k - 1 and reports what was asked for (128 takes 255), and a
+	 * program may fill what it was given (libfabric's rxm does). */
+	mq->rlog = r2cc_recvlog_new(2 * cap->max_recv_wr + 1,
 				    cap->max_recv_sge ? cap->max_recv_sge : 1);
-	mq->slog = r2cc_sendlog_new(cap->max_send_wr ? cap->max_send_wr : 1,
+	mq->slog = r2cc_sendlog_new(2 * cap->max_send_wr + 1,
 				    cap->max_send_sge ? cap->max_send_sge : 1,
 				    cap->max_inline_data, sig_all);
 	if (!mq->rlog || !mq->slog) {
@@ -498,15 +501,19 @@ static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr a;
 
-	mq->bscq = ps.v.create_cq(d->backup_ctx, (int)mq->cap.max_send_wr + 1,
-				  NULL, NULL, 0);
+	/* Room for every WR the backup may hold (twice the caps: see the
+	 * logs), receives too when the program's QP has one CQ. */
+	int scqe = 2 * (int)mq->cap.max_send_wr + 1,
+	    rcqe = 2 * (int)mq->cap.max_recv_wr + 1;
+
+	mq->bscq = ps.v.create_cq(d->backup_ctx,
+				  mq->rcq != mq->scq ? scqe : scqe + rcqe, NULL,
+				  NULL, 0);
 	if (!mq->bscq)
 		return errno ? errno : ENOMEM;
 	/* Receives complete on their own CQ when the program's do. */
 	if (mq->rcq != mq->scq) {
-		mq->brcq = ps.v.create_cq(d->backup_ctx,
-					  (int)mq->cap.max_recv_wr + 1, NULL,
-					  NULL, 0);
+		mq->brcq = ps.v.create_cq(d->backup_ctx, rcqe, NULL, NULL, 0);
 		if (!mq->brcq)
 			return errno ? errno : ENOMEM;
 	} else {
