@@ -42,8 +42,10 @@ mpi_report() {
 	done
 }
 
-# mpi_setup: sshd and keys on both nodes, the program's path on node a.
+# mpi_setup [PROG]: sshd and keys on both nodes, the path of the program
+# (tests/progs/PROG, default mpi_allreduce) on node a in $LAB/mpi.prog.
 mpi_setup() {
+	local name=${1:-mpi_allreduce}
 	if ! command -v mpirun > /dev/null; then
 		check fail mpi.installed "openmpi-bin is not installed"
 		return 1
@@ -56,13 +58,13 @@ mpi_setup() {
 	if [ "$NODE" = a ]; then
 		ssh_peer_ok 60 && check pass ssh.peer ||
 			check fail ssh.peer "ssh node-b does not work"
-		PROG=$BUILD/tests/progs/mpi_allreduce
+		PROG=$BUILD/tests/progs/$name
 		if [ ! -x "$PROG" ]; then
 			# Not built here (no meson build tree): build it into the run
 			# folder, which both nodes see at the same path.
-			PROG=$LAB/mpi_allreduce
+			PROG=$LAB/$name
 			bounded 180 mpicc -O2 -o "$PROG" \
-				"$REPO/tests/progs/mpi_allreduce.c" > "$LAB/a.mpicc.out" 2>&1 ||
+				"$REPO/tests/progs/$name.c" > "$LAB/a.mpicc.out" 2>&1 ||
 				check fail mpicc "see a.mpicc.out (libopenmpi-dev?)"
 		fi
 		echo "$PROG" > "$LAB/mpi.prog"

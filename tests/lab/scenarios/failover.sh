@@ -8,10 +8,12 @@
 # black hole, one-sided cut, flap and 30% loss (0 mismatches, duplicates,
 # losses, order errors, errors), r2cc-ctl shows the QPs migrated; both rails
 # down fails the program in bounded time; ibv_rc_pingpong and perftest's
-# ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill; the same fault without r2cc kills the generator and
-# ib_write_bw. Prints fault -> first backup completion, WRs replayed and
-# bytes re-sent per node, and the generator's longest stall.
-# lab-timeout: 1200
+# ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill, and so
+# does an Open MPI job over libfabric's verbs;ofi_rxm (checked messages); the
+# same fault without r2cc kills the generator and ib_write_bw. Prints fault
+# -> first backup completion, WRs replayed and bytes re-sent per node, and
+# the generator's longest stall.
+# lab-timeout: 1500
 
 SHIM=$BUILD/shim/libr2cc-shim.so
 CTL=$BUILD/tools/r2cc-ctl
@@ -260,6 +262,91 @@ for t in write send read; do
 	BW="$PT ib_${t}_bw -d $(rail_ibdev 0) -x 1 -D 20"
 	prog_fo "fo.ib_${t}_bw" 10 "$BW" "$BW"
 done
+
+# fo.mpi: an Open MPI job (2 ranks, one per node) across the same kill.
+# compat's UCX cannot be protected (rc_verbs puts every QP on an SRQ) and
+# Debian's openib BTL cannot run on RoCE (its only connection manager, udcm,
+# is InfiniBand-only; the rdmacm one is not built), so the job runs over
+# libfabric instead: pml cm, mtl ofi, provider verbs;ofi_rxm, one RC QP per
+# peer made through rdma_cm, with its own receive queue (FI_OFI_RXM_USE_SRX=0).
+# FI_VERBS_IFACE keeps it on rail 0, FI_UNIVERSE_SIZE keeps rxm's CQs within
+# rxe's limit. FI_OFI_RXM_SAR_LIMIT sends every size as SENDs (eager up to
+# 16 KiB, segmented above): with rxm's rendezvous (RDMA READs) r2cc's receive
+# log of the QP fills up (ENOSPC) and the QP runs unprotected. The program,
+# tests/progs/mpi_pingpong, checks every word of every message and must end
+# with errors=0; node b kills rail 0 once the job has run some seconds, and
+# r2cc must have moved the QP on both nodes.
+mpi_fo() {
+	local name=fo.mpi log=$LAB/$NODE.fo.mpi.log out=$LAB/a.fo.mpi.out
+	local net rc start dt line
+	. "$REPO/tests/lab/lib/mpi.sh"
+	mpi_setup mpi_pingpong || return 0
+	# What each rank runs with, by host name (the node's own netdevs).
+	cat > "$LAB/$name.env.node-$NODE" <<-EOT
+	export LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log
+	export R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)
+	export FI_VERBS_IFACE=$(rail_dev 0)
+	EOT
+	if [ "$NODE" = a ]; then
+		printf '#!/bin/sh\n. %s.$(hostname)\nexec %s "$@"\n' \
+			"$LAB/$name.env" "$(cat "$LAB/mpi.prog")" > "$LAB/$name.rank"
+		chmod +x "$LAB/$name.rank"
+	fi
+	rm -f "$LAB/$name.fault"
+	barrier "$name.start" 300 || return 0
+	if [ "$NODE" = b ]; then
+		(
+			for i in $(seq 1800); do
+				grep -q '^mpi_pingpong: progress' "$out" 2> /dev/null &&
+					break
+				sleep 0.1
+			done
+			sleep 4
+			t=$(date +%s.%N)
+			fault_carrier 0 down
+			echo "$t" > "$LAB/$name.fault"
+			log "$name: rail 0 down"
+		) &
+		FAULT_PID=$!
+	else
+		net=$(mgmt_ip a)
+		net=${net%.*}.0/24
+		start=$(date +%s)
+		log "$name: mpirun"
+		bounded 300 mpirun --allow-run-as-root -np 2 \
+			--host node-a:1,node-b:1 --mca oob_tcp_if_include "$net" \
+			--mca btl self --mca pml cm --mca mtl ofi \
+			--mca mtl_ofi_provider_include 'verbs;ofi_rxm' \
+			-x PMIX_MCA_gds -x FI_OFI_RXM_USE_SRX=0 \
+			-x FI_UNIVERSE_SIZE=8 -x FI_OFI_RXM_SAR_LIMIT=4194304 \
+			"$LAB/$name.rank" -t 30 > "$out" 2>&1
+		rc=$?
+		dt=$(($(date +%s) - start))
+		line=$(grep '^mpi_pingpong: ranks=' "$out")
+		if [ ! -e "$LAB/$name.fault" ]; then
+			check fail "$name.run" "the job ended before the fault (exit $rc after ${dt}s)"
+		elif [ $rc -eq 0 ] && [[ $line == *" errors=0" ]]; then
+			check pass "$name.run" "$line ${dt}s"
+		else
+			check fail "$name.run" "exit $rc after ${dt}s: ${line:-no summary} (see ${out##*/})"
+		fi
+		metric "$name.seconds" "$dt"
+	fi
+	barrier "$name.end" 360
+	if [ "$NODE" = b ]; then
+		wait "$FAULT_PID"
+		fault_clear 0
+		wait_port_active 0 30
+	fi
+	grep -q 'protected: backup QP' "$log" &&
+		check pass "$name.protected" "$(grep -c 'protected: backup QP' "$log") QPs" ||
+		check fail "$name.protected" "$(grep -E 'unprotected|secret|control' "$log" | head -3)"
+	grep -q 'moved to backup QP' "$log" &&
+		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')" ||
+		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed|abandoned' "$log" | head -3)"
+	barrier "$name.cleared" 120
+}
+mpi_fo
 
 # Baseline, same run: the same carrier fault without r2cc kills the
 # generator and ib_write_bw. (How long the generator then takes to exit is
