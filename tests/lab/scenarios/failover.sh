@@ -167,8 +167,20 @@ fi
 barrier fo.loss.cleared 60
 
 # Both rails down on node b: no backup left. The program sees an error,
-# as it would without r2cc, within its bound — no hang.
-[ "$NODE" = b ] && fault_midrun fo.both sh -c "ip link set $(rail_dev 0) down; ip link set $(rail_dev 1) down"
+# as it would without r2cc, within its bound — no hang. The host cuts both
+# of b's NICs in QEMU (b sees carrier loss on each, a a black hole), not
+# `ip link set down` in b: a virtio NIC set down keeps the frames left in
+# its TX ring, each holding its rxe QP: the program's ibv_destroy_qp then
+# waits for them in the kernel (__rxe_cleanup gives up after 50 s a QP),
+# and once rxe has freed the QP anyway, bringing the link up oopses the
+# guest (rxe_skb_tx_dtor on the freed QP) — with or without r2cc.
+rails_b() {
+	local p
+	host_link b 0 "$1" & p=$!
+	host_link b 1 "$1"
+	wait $p
+}
+[ "$NODE" = b ] && fault_midrun fo.both rails_b off
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.both.log"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 pair fo.both fail $((STALL + 60)) 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 60 -i 1 \$SERVER"
@@ -177,8 +189,7 @@ if [ "$NODE" = b ]; then
 	seen=$([ -e "$LAB/fo.both.fault" ] && echo 1)
 	wait "$FAULT_PID"
 	judge_fail fo.both "$end" "$seen"
-	fault_clear 0
-	fault_clear 1
+	rails_b on
 	wait_port_active 0 30
 	wait_port_active 1 30
 fi
