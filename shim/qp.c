@@ -248,9 +248,13 @@ R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 
 	R2CC_ENTER(ibv_destroy_qp, ENOSYS, qp);
 	q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	/* Protection first: the health and control threads must not fence
+	 * a QP the provider has freed. (Should the destroy fail, the QP
+	 * runs on, unprotected.) */
+	if (q)
+		r2cc_mig_release(q->mig);
 	ret = r2cc_real.ibv_destroy_qp(qp);
 	if (!ret && q) {
-		r2cc_mig_release(q->mig);
 		q->mig = NULL;
 		r2cc_map_remove(&r2cc_shim.qpn, r2cc_qpn_key(q->ctx, q->qpn));
 		r2cc_obj_del(qp, q, qp_retire);
