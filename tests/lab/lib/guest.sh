@@ -131,15 +131,10 @@ pair() {
 
 # ---- fault primitives, by rail number -------------------------------------
 
-# fault_carrier RAIL down|up: this guest's rail NIC loses (regains) its
-# carrier: rtnetlink reports it and rxe raises a port event. Done by the
-# host through QEMU (host_link), not with `ip link set down` here: a virtio
-# NIC set down keeps the frames in its TX ring, each holding its rxe QP, so
-# a QP destroyed meanwhile waits 50 s in the kernel (__rxe_cleanup) and the
-# guest oopses when the link comes back (rxe_skb_tx_dtor on the freed QP;
-# Debian 6.1, with or without r2cc).
+# fault_carrier RAIL down|up: carrier change inside this guest (rxe raises a
+# port event).
 fault_carrier() {
-	host_link "$NODE" "$1" "$([ "$2" = down ] && echo off || echo on)"
+	ip link set dev "$(rail_dev "$1")" "$2"
 }
 
 # fault_blackhole RAIL: every packet this node sends on the rail is dropped;
@@ -159,11 +154,11 @@ fault_loss() {
 # "down 2 up 3 down 2 up 0" (state, then seconds to hold it).
 # Sets FLAP_PID; the schedule ends with the link in its last state.
 fault_flap() {
-	local rail=$1
+	local dev; dev=$(rail_dev "$1")
 	(
 		set -- $2
 		while [ $# -ge 2 ]; do
-			fault_carrier "$rail" "$1"
+			ip link set dev "$dev" "$1"
 			echo "$(date +%s.%N) $1" >> "$LAB/$NODE.flap.log"
 			sleep "$2"
 			shift 2
@@ -196,7 +191,6 @@ fault_clear() {
 	FLAP_PID=
 	tc qdisc del dev "$dev" root 2>/dev/null
 	ip link set dev "$dev" up
-	fault_carrier "$1" up
 }
 
 # wait_port_active RAIL [SECONDS]: the rxe port is ACTIVE again.

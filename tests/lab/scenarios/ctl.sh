@@ -132,8 +132,7 @@ metrics_match() { # metrics_match NAME FAILOVERS
 N=ctl.carrier
 R2CC=$(r2cc_env $N)
 if [ "$NODE" = b ]; then
-	cut5() { fault_carrier 0 down; sleep 5; fault_carrier 0 up; }
-	fault_midrun $N cut5
+	fault_midrun $N sh -c "ip link set dev $(rail_dev 0) down; sleep 5; ip link set dev $(rail_dev 0) up"
 	# rail show, polled once traffic flows (one process per poll: the
 	# guest's one CPU is shared with the run): "seconds state" of rxe0/1
 	: > "$LAB/b.$N.rails"
