@@ -43,7 +43,9 @@ else
 	wait "$FAULT_PID"
 	wait "$WATCH_PID"
 	wait_port_active 0 30
-	echo
+	# What an operator sees, printed by `tests/lab/run -s` (tools/demo)
+	# right after the job's own output.
+	{
 	echo "== the job under r2cc (node b):"
 	grep '^r2cc-gen: role=client' "$LAB/b.demo.with-r2cc.out"
 	echo
@@ -56,7 +58,7 @@ else
 	echo
 	echo "== throughput per rail, one line per rail per second (r2cc-ctl watch):"
 	cat "$LAB/b.timeline"
-	echo
+	} > "$LAB/b.demo.with-r2cc.what-happened.out"
 	echo "== the same fault without r2cc:"
 	fault_midrun demo.without-r2cc fault_carrier 0 down
 	pair demo.without-r2cc fail 120 18600 "$GEN" "$GEN -t 60 -i 1 \$SERVER"
