@@ -18,18 +18,19 @@ record() {
 	echo "$line"
 }
 
-# fault_midrun NAME CMD...: once this node's side of NAME has printed
-# progress (traffic flows), wait 3 s more and apply the fault; the time it
-# hit goes to $LAB/NAME.fault. Runs in the background (FAULT_PID).
-fault_midrun() {
-	local name=$1; shift
+# fault_after FILE PATTERN WAIT DELAY NAME CMD...: once FILE has a line
+# matching PATTERN (at most WAIT seconds), wait DELAY s more and apply the
+# fault; the time it hit goes to $LAB/NAME.fault. Runs in the background
+# (FAULT_PID).
+fault_after() {
+	local file=$1 pat=$2 wait=$3 delay=$4 name=$5
+	shift 5
 	(
-		for i in $(seq 600); do
-			grep -q '^r2cc-gen: progress' "$LAB/$NODE.$name.out" \
-				2>/dev/null && break
+		for i in $(seq $((wait * 10))); do
+			grep -q "$pat" "$file" 2>/dev/null && break
 			sleep 0.1
 		done
-		sleep 3
+		sleep "$delay"
 		# the time just before the fault: what a failover is timed from
 		t=$(date +%s.%N)
 		"$@"
@@ -37,6 +38,13 @@ fault_midrun() {
 		log "$name: fault applied: $*"
 	) &
 	FAULT_PID=$!
+}
+
+# fault_midrun NAME CMD...: once this node's side of NAME has printed
+# progress (traffic flows), wait 3 s more and apply the fault.
+fault_midrun() {
+	local name=$1; shift
+	fault_after "$LAB/$NODE.$name.out" '^r2cc-gen: progress' 60 3 "$name" "$@"
 }
 
 

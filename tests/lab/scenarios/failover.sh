@@ -203,20 +203,10 @@ R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.nopeer.log"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 rm -f "$LAB/fo.nopeer.stopped"
 if [ "$NODE" = a ]; then
-	fault_midrun fo.nopeer sh -c "pkill -STOP -x r2cc-gen && touch $LAB/fo.nopeer.stopped && sleep 20 && pkill -CONT -x r2cc-gen"
+	fault_midrun fo.nopeer sh -c "pkill -STOP -x r2cc-gen && echo stopped > $LAB/fo.nopeer.stopped && sleep 20 && pkill -CONT -x r2cc-gen"
 else
-	(
-		for i in $(seq 900); do
-			[ -e "$LAB/fo.nopeer.stopped" ] && break
-			sleep 0.1
-		done
-		sleep 0.5
-		t=$(date +%s.%N)
+	fault_after "$LAB/fo.nopeer.stopped" stopped 90 0.5 fo.nopeer \
 		fault_carrier 0 down
-		echo "$t" > "$LAB/fo.nopeer.fault"
-		log "fo.nopeer: rail 0 down"
-	) &
-	FAULT_PID=$!
 fi
 pair fo.nopeer fail $((STALL + 90)) 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 60 -i 1 \$SERVER"
 if [ "$NODE" = b ]; then
@@ -240,6 +230,13 @@ else
 fi
 barrier fo.nopeer.cleared 120
 
+# rail0_back: node b's rail-0 fault is over (FAULT_PID) and cleared.
+rail0_back() {
+	wait "$FAULT_PID"
+	fault_clear 0
+	wait_port_active 0 30
+}
+
 # Unmodified programs across a rail kill (carrier down on node b, some
 # seconds into the run): they must finish normally, and r2cc must have
 # moved their connections.
@@ -253,11 +250,7 @@ prog_fo() {
 		FAULT_PID=$!
 	fi
 	pair "$name" ok 240 18515 "$R2CC $srv" "$R2CC $cli \$SERVER"
-	if [ "$NODE" = b ]; then
-		wait "$FAULT_PID"
-		fault_clear 0
-		wait_port_active 0 30
-	fi
+	[ "$NODE" = b ] && rail0_back
 	grep -q 'moved to backup QP' "$log" &&
 		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
 		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed|protected' "$log" | head -3)"
@@ -306,19 +299,8 @@ mpi_fo() {
 	rm -f "$LAB/$name.fault"
 	barrier "$name.start" 300 || return 0
 	if [ "$NODE" = b ]; then
-		(
-			for i in $(seq 1800); do
-				grep -q '^mpi_pingpong: progress' "$out" 2> /dev/null &&
-					break
-				sleep 0.1
-			done
-			sleep 4
-			t=$(date +%s.%N)
+		fault_after "$out" '^mpi_pingpong: progress' 180 4 "$name" \
 			fault_carrier 0 down
-			echo "$t" > "$LAB/$name.fault"
-			log "$name: rail 0 down"
-		) &
-		FAULT_PID=$!
 	else
 		net=$(mgmt_ip a)
 		net=${net%.*}.0/24
@@ -344,11 +326,7 @@ mpi_fo() {
 		metric "$name.seconds" "$dt"
 	fi
 	barrier "$name.end" 360
-	if [ "$NODE" = b ]; then
-		wait "$FAULT_PID"
-		fault_clear 0
-		wait_port_active 0 30
-	fi
+	[ "$NODE" = b ] && rail0_back
 	grep -q 'protected: backup QP' "$log" &&
 		check pass "$name.protected" "$(grep -c 'protected: backup QP' "$log") QPs" ||
 		check fail "$name.protected" "$(grep -E 'unprotected|secret|control' "$log" | head -3)"
