@@ -110,7 +110,8 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr);
  */
 void r2cc_mig_mr_new(const void *pd, const void *mr);
 void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
-/* The program destroys its QP: drop the backup (after the real destroy). */
+/* The program destroys its QP: drop the backup (before the real destroy,
+ * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
 /* enum r2cc_prot_state of @mq */
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq);
