@@ -218,7 +218,9 @@ static void x_body(struct cur *c, struct r2cc_ctrl_msg *m)
 	case R2CC_CTRL_FAILBACK:
 		x32(c, &m->failback.qpn);
 		x8(c, &m->failback.phase);
-		x_rsv(c, 3);
+		x8(c, &m->failback.flags);
+		x_rsv(c, 2);
+		x32(c, &m->failback.psn);
 		break;
 	case R2CC_CTRL_KEEPALIVE:
 		x64(c, &m->keepalive_ns);
@@ -319,7 +321,9 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		return failover_ok(&m->failover);
 	case R2CC_CTRL_FAILBACK:
 		return m->failback.qpn <= MASK24 &&
-		       m->failback.phase < R2CC_CTRL_FB_NPHASES;
+		       m->failback.phase < R2CC_CTRL_FB_NPHASES &&
+		       !(m->failback.flags & ~R2CC_CTRL_FB_RECOVERED) &&
+		       m->failback.psn <= MASK24;
 	case R2CC_CTRL_KEEPALIVE:
 		return true;
 	case R2CC_CTRL_PEER_DOWN:

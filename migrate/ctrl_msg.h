@@ -37,7 +37,8 @@
  *  7 FAILOVER,
  *  8 FAILOVER_ACK:  qpn u32 | reason u8 | flags u8 (bit 0: rq_psn valid) |
  *                   rsv u16 | rq_psn u32 (0 unless valid) | recvs u64
- *  9 FAILBACK:      qpn u32 | phase u8 | rsv u8 x 3
+ *  9 FAILBACK:      qpn u32 | phase u8 | flags u8 (bit 0: recovered) |
+ *                   rsv u16 | psn u32
  * 10 KEEPALIVE:     timestamp u64
  * 11 PEER_DOWN:     rail u8 | reason u8 | rsv u16
  * QPNs and PSNs are 24-bit. Decoding is strict, so encode(decode(f)) == f.
@@ -80,18 +81,26 @@ enum r2cc_ctrl_reason {
 	R2CC_CTRL_WHY_KEEPALIVE, /* keepalive probes unanswered */
 	R2CC_CTRL_WHY_PEER, /* told by the peer */
 	R2CC_CTRL_WHY_ADMIN, /* r2cc-ctl or a fault injection */
+	R2CC_CTRL_WHY_FAILBACK, /* FAILOVER*: the planned move back */
 	R2CC_CTRL_NREASONS,
 };
 
 enum r2cc_ctrl_fb_phase {
-	R2CC_CTRL_FB_PROPOSE, /* primary healthy past the hysteresis window */
-	R2CC_CTRL_FB_DRAINED, /* backup drained: switch */
-	R2CC_CTRL_FB_DONE, /* primary carries the QP again */
-	R2CC_CTRL_FB_ABORT,
+	/* The primary's rail is healthy past the hold: psn is the first
+	 * send PSN of the sender's recycled primary. Both sides' proposals
+	 * make the move (FAILOVER with reason FAILBACK, fencing the backup). */
+	R2CC_CTRL_FB_PROPOSE,
+	/* Moved back: the backup is re-armed; psn is its new first PSN. */
+	R2CC_CTRL_FB_REARM,
+	R2CC_CTRL_FB_ABORT, /* not now (the rail went down again, or busy) */
 	R2CC_CTRL_FB_NPHASES,
 };
 
 #define R2CC_CTRL_FO_PSN_VALID (1U << 0)
+/* FAILBACK PROPOSE: the sender saw its rail go down and come back since
+ * the failover (a rail without that evidence, e.g. after a black hole,
+ * does not start a move back by itself). */
+#define R2CC_CTRL_FB_RECOVERED (1U << 0)
 
 struct r2cc_ctrl_addr {
 	uint8_t family; /* 4 or 6 */
@@ -162,6 +171,8 @@ struct r2cc_ctrl_msg {
 		struct {
 			uint32_t qpn;
 			uint8_t phase; /* enum r2cc_ctrl_fb_phase */
+			uint8_t flags; /* R2CC_CTRL_FB_RECOVERED */
+			uint32_t psn; /* PROPOSE, REARM; else 0 */
 		} failback;
 		uint64_t keepalive_ns;
 		struct {

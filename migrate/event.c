@@ -27,10 +27,11 @@ void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
 {
 	struct r2cc_status_event e = {
 		.kind = kind,
-		.rail = mq->rail,
+		.rail = kind == R2CC_EV_FAILBACK ? mq->backup_rail : mq->rail,
 		.cause = cause_of(mq->why),
 		.qpn = mq->qpn,
-		.to_rail = mq->backup_rail,
+		.to_rail = kind == R2CC_EV_FAILBACK ? mq->rail :
+						       mq->backup_rail,
 		.wrs = wrs,
 		.bytes = bytes,
 	};

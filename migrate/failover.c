@@ -133,6 +133,62 @@ static int backup_recv(struct r2cc_mig_qp *mq, const struct ibv_recv_wr *wr)
 	return ret > 0 ? -ret : ret;
 }
 
+/* A WR on the program's QP from r2cc (a replay back, or a re-post):
+ * through the provider's own post the program last used. */
+static int primary_send(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr w = *wr, *bad;
+	int ret;
+
+	if (!mq->psend)
+		return -ENOSYS;
+	w.next = NULL;
+	ret = mq->psend(mq->qp, &w, &bad);
+	return ret > 0 ? -ret : ret;
+}
+
+static int primary_recv(struct r2cc_mig_qp *mq, const struct ibv_recv_wr *wr)
+{
+	struct ibv_recv_wr w = *wr, *bad;
+	int ret;
+
+	if (!mq->precv)
+		return -ENOSYS;
+	w.next = NULL;
+	ret = mq->precv(mq->qp, &w, &bad);
+	return ret > 0 ? -ret : ret;
+}
+
+/*
+ * Where the program's sends (receives) go now: 0 the primary, 1 the
+ * backup, -1 nowhere yet (fenced, the move not made: logged, and posted
+ * by the move). A QP no longer logging stays where it was.
+ */
+static int send_side(const struct r2cc_mig_qp *mq)
+{
+	if (!mq->fenced)
+		return mq->on_backup;
+	if (mq->replayed)
+		return !mq->on_backup;
+	return mq->logging ? -1 : mq->on_backup;
+}
+
+static int recv_side(const struct r2cc_mig_qp *mq)
+{
+	if (!mq->fenced)
+		return mq->on_backup;
+	if (mq->reposted)
+		return !mq->on_backup;
+	return mq->logging ? -1 : mq->on_backup;
+}
+
+/* Is the incarnation on @backup (0 the primary, 1 the backup) a fenced or
+ * retired one, whose completions the move covers? */
+static bool is_old(const struct r2cc_mig_qp *mq, int backup)
+{
+	return mq->fenced ? backup == mq->on_backup : backup != mq->on_backup;
+}
+
 /* ---- the program's posts ---- */
 
 int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
@@ -141,50 +197,40 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 				   struct ibv_send_wr **))
 {
 	struct ibv_send_wr *w, *stop = NULL;
-	int ret = 0, err;
+	int ret = 0, err, side;
 
 	pthread_mutex_lock(&mq->lock);
-	if (!mq->logging && mq->replayed && mq->bqp) {
-		/* Moved, then logging stopped: the backup carries it. */
-		for (w = wr; w && !ret; w = w->next)
-			if ((err = backup_send(mq, w))) {
-				*bad = w;
-				ret = -err;
-			}
-		pthread_mutex_unlock(&mq->lock);
-		return ret;
-	}
-	if (!mq->logging || !mq->slog) {
-		pthread_mutex_unlock(&mq->lock);
-		return post(mq->qp, wr, bad);
-	}
-	if (!mq->fenced) {
+	mq->psend = post;
+	side = send_side(mq);
+	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
 		if (ret)
 			stop = *bad;
+		if (!mq->logging)
+			goto out;
 	}
 	for (w = wr; w && w != stop; w = w->next) {
-		/* Fenced, not yet replayed: logged only, replayed later. */
-		if (mq->replayed) {
-			err = backup_send(mq, w);
-			if (err) {
-				*bad = w;
-				ret = -err;
-				break;
-			}
+		if (side == 1 && (err = backup_send(mq, w))) {
+			*bad = w;
+			ret = -err;
+			break;
 		}
+		if (!mq->logging)
+			continue;
 		err = r2cc_sendlog_append(mq->slog, w);
 		if (err) {
 			give_up(mq, "send log", err);
-			if (mq->fenced && !mq->replayed) {
-				*bad = w;
+			if (side < 0) {
+				*bad = w; /* posted nowhere */
 				ret = ENOMEM;
+				break;
 			}
-			break;
+			continue; /* posted: the rest of the chain too */
 		}
-		if (mq->fenced && !mq->replayed)
+		if (side < 0)
 			mq->unposted_sends++;
 	}
+out:
 	pthread_mutex_unlock(&mq->lock);
 	return ret;
 }
@@ -195,74 +241,45 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 				   struct ibv_recv_wr **))
 {
 	struct ibv_recv_wr *w, *stop = NULL;
-	int ret = 0, err;
+	int ret = 0, err, side;
 
 	pthread_mutex_lock(&mq->lock);
-	if (!mq->logging && mq->reposted && mq->bqp) {
-		/* Moved, then logging stopped: the backup carries it. */
-		for (w = wr; w && !ret; w = w->next)
-			if ((err = backup_recv(mq, w))) {
-				*bad = w;
-				ret = -err;
-			}
-		pthread_mutex_unlock(&mq->lock);
-		return ret;
-	}
-	if (!mq->logging) {
-		pthread_mutex_unlock(&mq->lock);
-		return post(mq->qp, wr, bad);
-	}
-	if (!mq->fenced) {
+	mq->precv = post;
+	side = recv_side(mq);
+	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
 		if (ret)
 			stop = *bad;
+		if (!mq->logging)
+			goto out;
 	}
 	for (w = wr; w && w != stop; w = w->next) {
-		if (mq->reposted) {
-			err = backup_recv(mq, w);
-			if (err) {
-				*bad = w;
-				ret = -err;
-				break;
-			}
+		if (side == 1 && (err = backup_recv(mq, w))) {
+			*bad = w;
+			ret = -err;
+			break;
 		}
+		if (!mq->logging)
+			continue;
 		err = r2cc_recvlog_append(mq->rlog, w);
 		if (err) {
 			give_up(mq, "receive log", err);
-			if (mq->fenced && !mq->reposted) {
+			if (side < 0) {
 				*bad = w;
 				ret = ENOMEM;
+				break;
 			}
-			break;
+			continue;
 		}
-		if (mq->fenced && !mq->reposted)
+		if (side < 0)
 			mq->unposted_recvs++;
 	}
+out:
 	pthread_mutex_unlock(&mq->lock);
 	return ret;
 }
 
 /* ---- completions ---- */
-
-/* A successful send completion: retire its entry (and the unsignaled
- * ones before it), counting what consumed a receive at the peer. */
-static void send_done(struct r2cc_mig_qp *mq, const struct ibv_wc *wc)
-{
-	int idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode), i;
-
-	if (idx < 0) {
-		give_up(mq, "a send completion the log does not know", idx);
-		return;
-	}
-	for (i = 0; i <= idx; i++) {
-		const struct r2cc_sendlog_ent *e =
-			r2cc_sendlog_peek(mq->slog, (uint32_t)i);
-
-		if (e && consumes_recv(e->wr.opcode))
-			mq->consumers_done++;
-	}
-	r2cc_sendlog_retire(mq->slog, (uint32_t)idx + 1);
-}
 
 static void synth(struct r2cc_mig_qp *mq, const struct r2cc_sendlog_ent *e,
 		  enum ibv_wc_status status)
@@ -319,6 +336,39 @@ static int done_before(struct r2cc_mig_qp *mq, uint32_t idx)
 	return n;
 }
 
+/*
+ * A successful send completion of the current incarnation: its entry
+ * retires, with the unsignaled ones before it, counting what consumed a
+ * receive at the peer. Signaled WRs the peer executed that sit before it
+ * (a re-read READ came first) complete before it: then it goes to the
+ * stash after them. 1: deliver it; 0: stashed.
+ */
+static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc)
+{
+	int idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode), i;
+	int keep = 1;
+
+	if (idx < 0) {
+		give_up(mq, "a send completion the log does not know", idx);
+		return 1;
+	}
+	if (idx > 0 && done_before(mq, (uint32_t)idx)) {
+		if (r2cc_wcstash_push(mq->scq->stash, wc, 1))
+			r2cc_err("QP %#x: completion stash full", mq->qpn);
+		keep = 0;
+	}
+	for (i = 0; i <= idx; i++) {
+		const struct r2cc_sendlog_ent *e =
+			r2cc_sendlog_peek(mq->slog, (uint32_t)i);
+
+		if (e && consumes_recv(e->wr.opcode))
+			mq->consumers_done++;
+	}
+	r2cc_sendlog_retire(mq->slog, (uint32_t)idx + 1);
+	drain_done(mq);
+	return keep;
+}
+
 static bool path_fault(enum ibv_wc_status s)
 {
 	/* What a dead path or NIC gives; access and protection errors are
@@ -356,38 +406,53 @@ static void unhold(struct r2cc_mig_qp *mq)
 	mq->nheld = mq->held_cap = 0;
 }
 
+/* A completion of a fenced or retired incarnation: the receives the
+ * peer's executed SENDs consumed are delivered (in log order); the rest is
+ * covered by the move: hidden, and held while the move may yet be
+ * abandoned. 1: deliver. */
+static int old_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
+		  const struct ibv_wc *wc)
+{
+	if (wc->status == IBV_WC_SUCCESS && (wc->opcode & IBV_WC_RECV)) {
+		r2cc_recvlog_complete(mq->rlog, wc->wr_id);
+		return 1;
+	}
+	hold(mq, mc, wc);
+	return 0;
+}
+
 int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 		struct ibv_wc *wc)
 {
 	bool recv = wc->opcode & IBV_WC_RECV;
-	int keep = 1;
+	int keep = 1, err;
 
 	pthread_mutex_lock(&mq->lock);
 	if (!mq->logging)
 		goto out;
-	if (mq->fenced) {
-		/* The old incarnation: its receives that the peer's executed
-		 * SENDs consumed are delivered; everything else is covered by
-		 * the replay. */
-		if (wc->status == IBV_WC_SUCCESS && recv) {
-			r2cc_recvlog_complete(mq->rlog, wc->wr_id);
-		} else {
-			hold(mq, mc, wc);
-			keep = 0;
-		}
+	if (is_old(mq, 0)) {
+		keep = old_wc(mq, mc, wc);
 		goto out;
 	}
 	if (wc->status == IBV_WC_SUCCESS) {
-		int err;
-
 		if (!recv)
-			send_done(mq, wc);
+			keep = send_ok(mq, wc) ? 1 : 2;
 		else if ((err = r2cc_recvlog_complete(mq->rlog, wc->wr_id)))
 			give_up(mq,
 				"a receive completion the log does not "
 				"know",
 				err);
 		goto out;
+	}
+	if (mq->recycled) {
+		/* Moved back: the first incarnation's flushes may still sit
+		 * in the CQ (covered by the failover); a flush of this one
+		 * follows an error of its own. */
+		if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+			keep = 0;
+			goto out;
+		}
+		mq->recycled = false;
 	}
 	if (st_of(mq) == R2CC_PROT_READY && path_fault(wc->status)) {
 		r2cc_info("QP %#x: %s: failing over", mq->qpn,
@@ -403,11 +468,12 @@ out:
 	return keep;
 }
 
-/* One completion of a backup CQ, in the program's terms; 0: none. */
+/* One completion of a backup CQ, in the program's terms: 1 delivered in
+ * @wc, 0 none, -1 taken (hidden, or stashed). */
 static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 			struct ibv_wc *wc)
 {
-	int got, ret;
+	int got;
 
 	pthread_mutex_lock(&mq->lock);
 	if (!mq->bqp || (bcq != mq->bscq && bcq != mq->brcq)) {
@@ -420,7 +486,14 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 		return 0;
 	}
 	wc->qp_num = mq->qpn;
-	if (wc->status != IBV_WC_SUCCESS) {
+	if (!mq->logging) {
+		/* Abandoned, or logging stopped: as the provider said it. */
+	} else if (is_old(mq, 1)) {
+		got = old_wc(mq, wc->opcode & IBV_WC_RECV ? mq->rcq : mq->scq,
+			     wc) ?
+			      1 :
+			      -1;
+	} else if (wc->status != IBV_WC_SUCCESS) {
 		/* The backup failed too: the native error, as without r2cc. */
 		if (st_of(mq) != R2CC_PROT_FAILED)
 			r2cc_err("QP %#x: its backup failed too (%s): the "
@@ -430,21 +503,9 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	} else if (wc->opcode & IBV_WC_RECV) {
 		r2cc_recvlog_complete(mq->rlog, wc->wr_id);
 	} else {
-		ret = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode);
-		/* Signaled WRs the peer executed that sit before this one (a
-		 * reread READ came first) complete before it: stash them,
-		 * and this completion after them. */
-		if (ret > 0 && done_before(mq, (uint32_t)ret)) {
-			if (r2cc_wcstash_push(mq->scq->stash, wc, 1))
-				r2cc_err("QP %#x: completion stash full",
-					 mq->qpn);
-			got = 0;
-		}
-		if (ret >= 0)
-			send_done(mq, wc);
-		drain_done(mq);
+		got = send_ok(mq, wc) ? 1 : -1;
 	}
-	if (!mq->first_replay_ns) {
+	if (!mq->first_replay_ns && !is_old(mq, 1)) {
 		struct timespec ts;
 
 		/* Wall-clock time too, to line it up with the fault's. */
@@ -489,11 +550,14 @@ int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 		struct ibv_cq *bcq =
 			__atomic_load_n(&mc->bcq[i], __ATOMIC_ACQUIRE);
 
+		int r;
+
 		/* One at a time: a completion may let DONE entries after it
 		 * complete (stashed), which must come before later ones. */
 		while (mq && got < n && r2cc_wcstash_empty(mc->stash) &&
-		       backup_poll1(mq, bcq, &wc[got]))
-			got++;
+		       (r = backup_poll1(mq, bcq, &wc[got])))
+			if (r > 0)
+				got++;
 	}
 	return got;
 }
@@ -537,12 +601,17 @@ void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq)
 	}
 }
 
+int r2cc_mig_stash(struct r2cc_mig_cq *mc, const struct ibv_wc *wc)
+{
+	return r2cc_wcstash_push(mc->stash, wc, 1);
+}
+
 /* ---- fence, replay, re-post ---- */
 
 /* FAILOVER (our rq_psn), FAILOVER_ACK (@recvs), or with @type FAILOVER
  * and @refuse: this side cannot move (the peer gives up at once). */
-static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs,
-		    bool refuse)
+static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,
+		    uint64_t recvs, bool refuse)
 {
 	struct r2cc_ctrl_msg m;
 	int ret;
@@ -550,7 +619,7 @@ static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint64_t recvs,
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = type;
 	m.failover.qpn = mq->qpn;
-	m.failover.reason = (uint8_t)mq->why;
+	m.failover.reason = (uint8_t)why;
 	m.failover.flags = refuse ? 0 : R2CC_CTRL_FO_PSN_VALID;
 	m.failover.rq_psn = refuse ? 0 : mq->rq_psn; /* codec: 0 unless valid */
 	m.failover.recvs = recvs;
@@ -577,13 +646,20 @@ static void synth_recv(struct r2cc_mig_qp *mq, const struct ibv_recv_wr *wr)
 			 mq->qpn, (unsigned long long)wr->wr_id);
 }
 
+/* The QP a move goes to: the backup, or the primary when moving back. */
+static struct ibv_qp *new_qp(const struct r2cc_mig_qp *mq)
+{
+	return mq->on_backup ? mq->qp : mq->bqp;
+}
+
 /*
  * The move cannot happen (the peer refused or never answered, or the
  * replay failed): the program sees what it would have seen without r2cc
- * (mq lock held). The primary is in ERR already: what it completed while
+ * (mq lock held). The fenced QP is in ERR already: what it completed while
  * hidden is delivered in the order it came, then a flush for each WR
- * logged while fenced; from now on the QP is passthrough. The backup goes
- * to ERR too, so the peer's backup does not wait on it.
+ * logged while fenced; from now on the QP is passthrough (on the fenced
+ * QP: its posts flush). The QP it was to move to goes to ERR too, so the
+ * peer's does not wait on it.
  */
 static void abandon(struct r2cc_mig_qp *mq, const char *why)
 {
@@ -596,13 +672,14 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 
 	if (!mq->logging || mq->replayed)
 		return;
-	r2cc_err("QP %#x: failover abandoned (%s): the program sees the "
-		 "native errors",
-		 mq->qpn, why);
+	r2cc_err("QP %#x: %s abandoned (%s): the program sees the native "
+		 "errors",
+		 mq->qpn, mq->back ? "failback" : "failover", why);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_ERR;
-	if (mq->bqp && ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
-		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
+	if (new_qp(mq) && ps.v.modify_qp(new_qp(mq), &a, IBV_QP_STATE))
+		r2cc_warn("QP %#x: %s not moved to ERR", mq->qpn,
+			  mq->back ? "primary" : "backup");
 	for (i = 0; i < mq->nheld; i++)
 		if (r2cc_wcstash_push(mq->held[i].mc->stash, &mq->held[i].wc,
 				      1))
@@ -624,7 +701,27 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 	if (mq->peer)
-		send_fo(mq, R2CC_CTRL_FAILOVER, 0, true);
+		send_fo(mq, R2CC_CTRL_FAILOVER, mq->why, 0, true);
+}
+
+/* Both directions moved (lock held): the new incarnation carries the QP,
+ * the fenced one is retired. */
+static void move_done(struct r2cc_mig_qp *mq)
+{
+	unhold(mq);
+	mq->fenced = false;
+	mq->on_backup = !mq->on_backup;
+	if (mq->on_backup) {
+		atomic_fetch_add(&ps.away, 1);
+		return;
+	}
+	atomic_fetch_sub(&ps.away, 1);
+	/* The backup's consumed receives were moved to the stash: its CQs
+	 * hold only flushes now, emptied when it is re-armed. */
+	r2cc_mig_cq_detach(mq);
+	mq->back = false;
+	mq->recycled = true;
+	r2cc_mig_fb_moved(mq);
 }
 
 /* Replay once both rq_psns are known (lock held). */
@@ -656,39 +753,95 @@ static void replay(struct r2cc_mig_qp *mq)
 	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
 		if (e->disp == R2CC_SL_DONE && consumes_recv(e->wr.opcode))
 			consumed++;
-	send_fo(mq, R2CC_CTRL_FAILOVER_ACK, consumed, false);
-	/* From now on the log counts PSNs of the backup's path. */
-	mtu = r2cc_mtu_bytes(mq->bmtu);
+	send_fo(mq, R2CC_CTRL_FAILOVER_ACK, mq->why, consumed, false);
+	/* From now on the log counts PSNs of the new QP's path. */
+	mtu = r2cc_mtu_bytes(mq->back ? mq->attr.path_mtu : mq->bmtu);
 	ret = mtu < 0 ? mtu :
-			r2cc_sendlog_start(mq->slog, mq->bpsn, (uint32_t)mtu);
+			r2cc_sendlog_start(mq->slog,
+					   mq->back ? mq->fb.psn : mq->bpsn,
+					   (uint32_t)mtu);
 	for (w = res.first; !ret && w; w = w->next) {
-		ret = backup_send(mq, w);
+		ret = mq->back ? primary_send(mq, w) : backup_send(mq, w);
 		bytes += r2cc_wr_len(w);
 	}
 	if (ret) {
-		r2cc_err("QP %#x: replay on the backup failed (%s)", mq->qpn,
-			 strerror(-ret));
+		r2cc_err("QP %#x: replay on the %s failed (%s)", mq->qpn,
+			 mq->back ? "primary" : "backup", strerror(-ret));
 		abandon(mq, "the replay failed");
 		return;
 	}
 	mq->replayed = true;
 	atomic_fetch_sub(&ps.waiting, 1);
-	if (mq->reposted)
-		unhold(mq);
-	cq_attach(mq->scq, mq, mq->bscq);
-	if (mq->rcq != mq->scq || mq->brcq != mq->bscq)
-		cq_attach(mq->rcq, mq, mq->brcq);
-	if (mq->slot) {
+	if (!mq->back) {
+		cq_attach(mq->scq, mq, mq->bscq);
+		if (mq->rcq != mq->scq || mq->brcq != mq->bscq)
+			cq_attach(mq->rcq, mq, mq->brcq);
+	}
+	if (mq->slot && !mq->back) {
 		atomic_fetch_add(&mq->slot->failovers, 1);
 		atomic_fetch_add(&mq->slot->replayed_wrs, res.nreplay);
 		atomic_fetch_add(&mq->slot->replayed_bytes, bytes);
 	}
-	r2cc_mig_set_state(mq, R2CC_PROT_MIGRATED);
-	r2cc_mig_event(mq, R2CC_EV_FAILOVER, res.nreplay, bytes);
-	r2cc_info("QP %#x moved to backup QP %#x (rail %d): %u WRs replayed "
-		  "(%llu bytes), %u executed by the peer, peer rq_psn %#x",
-		  mq->qpn, mq->bqp->qp_num, mq->backup_rail, res.nreplay,
-		  (unsigned long long)bytes, res.nskipped, mq->peer_rq_psn);
+	if (!mq->back)
+		r2cc_mig_set_state(mq, R2CC_PROT_MIGRATED);
+	r2cc_mig_event(mq, mq->back ? R2CC_EV_FAILBACK : R2CC_EV_FAILOVER,
+		       res.nreplay, bytes);
+	if (mq->back)
+		r2cc_info("QP %#x moved back to rail %d: %u WRs replayed "
+			  "(%llu bytes), %u executed by the peer, %llu us "
+			  "after the fence",
+			  mq->qpn, mq->rail, res.nreplay,
+			  (unsigned long long)bytes, res.nskipped,
+			  (unsigned long long)(r2cc_mig_now_ns() -
+					       mq->fault_ns) /
+				  1000);
+	else
+		r2cc_info("QP %#x moved to backup QP %#x (rail %d): %u WRs "
+			  "replayed (%llu bytes), %u executed by the peer, "
+			  "peer rq_psn %#x",
+			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
+			  res.nreplay, (unsigned long long)bytes, res.nskipped,
+			  mq->peer_rq_psn);
+	if (mq->reposted)
+		move_done(mq);
+}
+
+/*
+ * Moving back: the fenced backup's consumed receives still in its CQ
+ * must come before anything the primary completes, and the program polls
+ * its own CQ first: they go to the stash now, the rest of that CQ is
+ * hidden (held). Their successes were made before the peer counted them,
+ * so this is short; bounded at 200 ms all the same.
+ */
+static void backup_drain(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_recvlog_stats rs;
+	struct ibv_wc wc;
+	int spins = 0;
+
+	for (;;) {
+		if (mq->brcq->context->ops.poll_cq(mq->brcq, 1, &wc) > 0) {
+			struct r2cc_mig_cq *mc =
+				wc.opcode & IBV_WC_RECV ? mq->rcq : mq->scq;
+
+			wc.qp_num = mq->qpn;
+			if (old_wc(mq, mc, &wc) &&
+			    r2cc_wcstash_push(mc->stash, &wc, 1))
+				r2cc_err("QP %#x: completion stash full: "
+					 "wr_id %#llx lost",
+					 mq->qpn,
+					 (unsigned long long)wc.wr_id);
+			continue;
+		}
+		r2cc_recvlog_get_stats(mq->rlog, &rs);
+		if (!rs.pending || ++spins > 200)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+	if (rs.pending)
+		r2cc_err("QP %#x: %u consumed receives not completed by the "
+			 "backup",
+			 mq->qpn, rs.pending);
 }
 
 /* The peer told us how many of our receives its SENDs consumed. */
@@ -701,43 +854,46 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed)
 	if (mq->reposted)
 		return;
 	ret = r2cc_recvlog_fence(mq->rlog, consumed, &res);
+	if (!ret && mq->back)
+		backup_drain(mq);
 	for (w = res.first; !ret && w; w = w->next)
-		ret = backup_recv(mq, w);
+		ret = mq->back ? primary_recv(mq, w) : backup_recv(mq, w);
 	if (ret) {
-		r2cc_err("QP %#x: receives not re-posted on the backup (%s)",
-			 mq->qpn, strerror(-ret));
+		r2cc_err("QP %#x: receives not re-posted on the %s (%s)",
+			 mq->qpn, mq->back ? "primary" : "backup",
+			 strerror(-ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 		return;
 	}
 	mq->reposted = true;
+	r2cc_info("QP %#x: %u receives re-posted on the %s, %u consumed "
+		  "before the fence",
+		  mq->qpn, res.nrepost, mq->back ? "primary" : "backup",
+		  res.npending);
 	if (mq->replayed)
-		unhold(mq);
-	r2cc_info("QP %#x: %u receives re-posted on the backup, %u consumed "
-		  "before the fault",
-		  mq->qpn, res.nrepost, res.npending);
+		move_done(mq);
 }
 
-/* Primary to ERR, our rq_psn read and sent (mq lock held). */
-static void fence(struct r2cc_mig_qp *mq, uint32_t why)
+/* The current incarnation to ERR, our rq_psn read and sent (lock held). */
+static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 {
+	struct ibv_qp *qp = mq->on_backup ? mq->bqp : mq->qp;
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr a;
 	int ret;
 
-	if (mq->fenced || st_of(mq) != R2CC_PROT_READY)
-		return;
 	mq->fault_ns = r2cc_mig_now_ns();
 	mq->why = why;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_ERR;
-	ret = ps.v.modify_qp(mq->qp, &a, IBV_QP_STATE);
+	ret = ps.v.modify_qp(qp, &a, IBV_QP_STATE);
 	if (!ret)
-		ret = ps.v.query_qp(mq->qp, &a, IBV_QP_RQ_PSN, &init);
+		ret = ps.v.query_qp(qp, &a, IBV_QP_RQ_PSN, &init);
 	if (ret) {
 		/* DESIGN §6's fallback (completion counts) is not built:
 		 * the program sees the native error. */
-		r2cc_err("QP %#x: fence failed (%s): no failover", mq->qpn,
+		r2cc_err("QP %#x: fence failed (%s): no move", mq->qpn,
 			 strerror(ret));
 		mq->logging = false;
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
@@ -745,20 +901,42 @@ static void fence(struct r2cc_mig_qp *mq, uint32_t why)
 		return;
 	}
 	mq->fenced = true;
+	mq->have_peer_psn = mq->replayed = mq->reposted = false;
+	mq->unposted_sends = mq->unposted_recvs = 0;
+	mq->first_replay_ns = 0;
+	mq->nheld = 0;
+	mq->held_lost = 0;
 	atomic_fetch_add(&ps.waiting, 1);
-	/* Room for one completion per WR the primary may still make; on
+	/* Room for one completion per WR the fenced QP may still make; on
 	 * no memory, hidden ones cannot be given back (counted). */
 	mq->held_cap = 2 * (mq->cap.max_send_wr + mq->cap.max_recv_wr) + 2;
 	mq->held = calloc(mq->held_cap, sizeof(*mq->held));
 	if (!mq->held)
 		mq->held_cap = 0;
 	mq->rq_psn = a.rq_psn;
-	r2cc_info("QP %#x fenced (%s), rq_psn %#x", mq->qpn,
-		  why == R2CC_CTRL_WHY_PEER ? "told by the peer" :
-					      "local fault",
+	r2cc_info("QP %#x: %s fenced (%s), rq_psn %#x", mq->qpn,
+		  mq->on_backup ? "backup" : "primary",
+		  why == R2CC_CTRL_WHY_PEER	    ? "told by the peer" :
+		  why == R2CC_CTRL_WHY_FAILBACK ? "moving back" :
+						  "local fault",
 		  mq->rq_psn);
-	send_fo(mq, R2CC_CTRL_FAILOVER, 0, false);
+	send_fo(mq, R2CC_CTRL_FAILOVER, why, 0, false);
 	replay(mq);
+}
+
+/* A fault on the primary of a ready QP: fence it (lock held). */
+static void fence(struct r2cc_mig_qp *mq, uint32_t why)
+{
+	if (!mq->fenced && !mq->on_backup && st_of(mq) == R2CC_PROT_READY)
+		fence_cur(mq, why);
+}
+
+void r2cc_mig_fence_back(struct r2cc_mig_qp *mq)
+{
+	if (mq->fenced || !mq->on_backup || !mq->logging)
+		return;
+	mq->back = true;
+	fence_cur(mq, R2CC_CTRL_WHY_FAILBACK);
 }
 
 /* Is @m (the peer's FAILOVER*) about @mq? */
@@ -770,6 +948,7 @@ static bool fo_is_for(const struct r2cc_mig_qp *mq, uint64_t peer,
 
 void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
+	bool back = m->failover.reason == R2CC_CTRL_WHY_FAILBACK;
 	struct r2cc_mig_qp *mq;
 
 	for (mq = ps.qps; mq && !fo_is_for(mq, peer, m); mq = mq->next)
@@ -787,39 +966,66 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			abandon(mq, "the peer cannot move this connection");
 		goto out;
 	}
+	if (back && !(mq->fenced && mq->back)) {
+		/* The peer moves back and this side cannot (its recycle
+		 * failed, or it is not on its backup): say so. */
+		r2cc_warn("QP %#x: the peer moves back, this side cannot",
+			  mq->qpn);
+		if (m->hdr.type == R2CC_CTRL_FAILOVER)
+			send_fo(mq, R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK,
+				0, true);
+		goto out;
+	}
+	if (!back && (mq->back || (mq->on_backup && !mq->fenced))) {
+		r2cc_warn("QP %#x: the peer's failover while moving back or "
+			  "moved: dropped",
+			  mq->qpn);
+		goto out;
+	}
 	if (!mq->fenced && mq->logging)
 		fence(mq, R2CC_CTRL_WHY_PEER);
 	if (!mq->fenced || !mq->logging) {
 		/* Not protected (any more): say so, the peer gives up now
 		 * instead of at its bound. */
 		if (m->hdr.type == R2CC_CTRL_FAILOVER)
-			send_fo(mq, R2CC_CTRL_FAILOVER, 0, true);
+			send_fo(mq, R2CC_CTRL_FAILOVER, m->failover.reason, 0,
+				true);
 		goto out;
 	}
-	if (m->hdr.type == R2CC_CTRL_FAILOVER && !mq->have_peer_psn &&
-	    (m->failover.flags & R2CC_CTRL_FO_PSN_VALID)) {
+	if (m->hdr.type == R2CC_CTRL_FAILOVER && !mq->have_peer_psn) {
 		mq->peer_rq_psn = m->failover.rq_psn;
 		mq->have_peer_psn = true;
 		replay(mq);
-	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK && mq->fenced) {
+	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK) {
 		repost(mq, m->failover.recvs);
 	}
 out:
 	pthread_mutex_unlock(&mq->lock);
 }
 
+bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms)
+{
+	return t <= now && now - t >= ms * 1000000ULL;
+}
+
 void r2cc_mig_tick(void)
 {
-	uint64_t now = r2cc_mig_now_ns();
 	struct r2cc_mig_qp *mq;
+	uint64_t now;
 
+	if (ps.failback &&
+	    atomic_load_explicit(&ps.away, memory_order_relaxed))
+		r2cc_mig_fb_tick();
 	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&ps.lock);
+	/* Read under the lock: a fence made while the tick waited for it
+	 * is younger than a time read before (and unsigned). */
+	now = r2cc_mig_now_ns();
 	for (mq = ps.qps; mq; mq = mq->next) {
 		pthread_mutex_lock(&mq->lock);
 		if (mq->fenced && !mq->replayed && mq->logging &&
-		    now - mq->fault_ns > R2CC_FENCE_BOUND_MS * 1000000ULL)
+		    r2cc_mig_past(mq->fault_ns, now, R2CC_FENCE_BOUND_MS))
 			abandon(mq, "no answer from the peer in time");
 		pthread_mutex_unlock(&mq->lock);
 	}
@@ -838,6 +1044,7 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 		fence(mq, cause == R2CC_CAUSE_PORT_EVENT ?
 				  R2CC_CTRL_WHY_PORT_EVENT :
 				  R2CC_CTRL_WHY_CARRIER);
+		r2cc_mig_fb_rail_down(mq);
 		pthread_mutex_unlock(&mq->lock);
 	}
 	pthread_mutex_unlock(&ps.lock);

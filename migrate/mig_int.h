@@ -16,6 +16,11 @@
 /* How long a fenced QP waits for its peer's FAILOVER before it gives up
  * and shows the program the native errors (DESIGN §6: bounded). */
 #define R2CC_FENCE_BOUND_MS 5000
+/* A flapping rail: at most R2CC_FB_MOVES failbacks of a QP per
+ * R2CC_FB_WINDOW_MS; past that it stays on its backup until the window
+ * slides (bounded migrations, no storm). */
+#define R2CC_FB_MOVES 3
+#define R2CC_FB_WINDOW_MS 60000
 #define MAX_PEER_MRS 4096
 #define MAX_EARLY 256
 
@@ -79,6 +84,32 @@ struct r2cc_mig_qp {
 	uint64_t held_lost; /* hidden with no room to hold them */
 	/* Logged while fenced, before the move: posted nowhere yet. */
 	uint32_t unposted_sends, unposted_recvs;
+	/*
+	 * Which QP carries the connection (under lock): the backup after a
+	 * failover, the primary again after a failback. While fenced, the
+	 * one it names is the old incarnation and the other the new; a move
+	 * done (replayed and reposted) flips it and clears the fence.
+	 */
+	bool on_backup;
+	bool back; /* the move under way is a failback (backup fenced) */
+	bool recycled; /* the primary was recycled: its old flushes linger */
+	/* The provider's posts for the program's QP (the shim's hooks sit in
+	 * its context's ops): a replay back on the primary goes there. */
+	int (*psend)(struct ibv_qp *, struct ibv_send_wr *,
+		     struct ibv_send_wr **);
+	int (*precv)(struct ibv_qp *, struct ibv_recv_wr *,
+		     struct ibv_recv_wr **);
+	/* Failback (failback.c, under lock) */
+	struct r2cc_fb {
+		bool proposed, peer_proposed;
+		bool peer_recovered; /* its PROPOSE said its rail came back */
+		uint32_t psn, peer_psn; /* the recycled primaries' sq_psn */
+		bool rearm_sent, rearm_got;
+		uint32_t rearm_psn; /* the peer's re-armed backup's sq_psn */
+		uint64_t not_before_ns; /* no proposal before (after ABORT) */
+		uint64_t moves_ns[R2CC_FB_MOVES]; /* the last moves back */
+		uint32_t nmoves;
+	} fb;
 };
 
 struct peer_mr {
@@ -104,6 +135,9 @@ struct r2cc_mig_state {
 	} * early; /* owned: MAX_EARLY */
 	unsigned int nearly;
 	_Atomic unsigned int waiting; /* QPs fenced, not yet moved */
+	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
+	bool failback;
+	uint32_t failback_hold_ms;
 };
 extern struct r2cc_mig_state ps;
 
@@ -114,6 +148,21 @@ void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq);
 /* failover.c: a FAILOVER or FAILOVER_ACK from the peer (ps.lock held) */
 void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m);
 uint64_t r2cc_mig_now_ns(void);
+/* Is @t (CLOCK_MONOTONIC ns) at least @ms before @now? (Never for a @t
+ * after @now: a time read before a lock is older than what it guards.) */
+bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms);
+/* failover.c: start the failback move: the primary is recycled and
+ * connected, fence the backup (mq lock held) */
+void r2cc_mig_fence_back(struct r2cc_mig_qp *mq);
+/* protect.c: the backup to RESET and back to RTS towards the peer's
+ * re-armed one (psn: its first PSN), CQs emptied first (mq lock held) */
+int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);
+/* failback.c */
+void r2cc_mig_fb_tick(void);
+void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);
+void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq); /* the move back is done */
+/* @mq's primary rail went down: a proposal of it is withdrawn */
+void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq);
 /* event.c: @mq's R2CC_EV_* for r2cc-ctl events (mq->lock held) */
 void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
 		    uint64_t bytes);

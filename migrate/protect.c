@@ -87,6 +87,19 @@ static int send_bind(struct r2cc_mig_qp *mq)
 	return ret;
 }
 
+static int backup_init(struct r2cc_mig_qp *mq, unsigned int access)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = access;
+	return ps.v.modify_qp(mq->bqp, &a,
+			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				      IBV_QP_ACCESS_FLAGS);
+}
+
 /* Both halves known: the backup goes RTR towards the peer's. */
 static int backup_rtr(struct r2cc_mig_qp *mq)
 {
@@ -167,6 +180,35 @@ static void try_ready(struct r2cc_mig_qp *mq)
 	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x",
 		  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 		  mq->peer_bind.qp_bind.backup.qpn);
+}
+
+int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
+{
+	struct ibv_cq *cqs[2] = { mq->bscq, mq->brcq };
+	struct ibv_qp_attr a;
+	struct ibv_wc wc[16];
+	int c, ret;
+
+	/* What the fenced incarnation left (flushes; its consumed receives
+	 * went to the program when it moved back) must not meet the next
+	 * failover: the CQs are emptied (bounded: at most their size). */
+	for (c = 0; c < 2; c++)
+		while (cqs[c] &&
+		       cqs[c]->context->ops.poll_cq(cqs[c], 16, wc) > 0)
+			;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	ret = ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE);
+	if (!ret)
+		ret = backup_init(mq, mq->attr.qp_access_flags);
+	if (ret)
+		return ret;
+	mq->peer_bind.qp_bind.psn = psn;
+	mq->brts = false;
+	ret = backup_rtr(mq);
+	if (!ret && mq->rts)
+		ret = backup_rts(mq);
+	return ret;
 }
 
 /* No backup for @mq after all (mq lock held): passthrough from now on. */
@@ -304,6 +346,9 @@ static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	case R2CC_CTRL_QP_BIND:
 		got_bind(peer, m);
 		break;
+	case R2CC_CTRL_FAILBACK:
+		r2cc_mig_got_failback(peer, m);
+		break;
 	default:
 		r2cc_dbg("control message %u not handled yet", m->hdr.type);
 	}
@@ -369,6 +414,8 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	pthread_mutex_lock(&ps.lock);
 	ps.v = *v;
 	ps.env = *env;
+	ps.failback = cfg->failback;
+	ps.failback_hold_ms = cfg->failback_hold_ms;
 	if (!ps.mrs)
 		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
 	if (!ps.early)
@@ -499,7 +546,6 @@ static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
 	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr a;
 
 	/* Room for every WR the backup may hold (twice the caps: see the
 	 * logs), receives too when the program's QP has one CQ. */
@@ -528,14 +574,8 @@ static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
 	if (!mq->bqp)
 		return errno ? errno : ENOMEM;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = d->attr->qp_access_flags;
 	mq->bpsn = (uint32_t)random() & 0xffffff;
-	return ps.v.modify_qp(mq->bqp, &a,
-			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				      IBV_QP_ACCESS_FLAGS);
+	return backup_init(mq, d->attr->qp_access_flags);
 }
 
 static void drop_backup(struct r2cc_mig_qp *mq)
@@ -742,6 +782,9 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	pthread_mutex_lock(&mq->lock);
 	if (mq->fenced && !mq->replayed && mq->logging)
 		atomic_fetch_sub(&ps.waiting, 1);
+	if (mq->on_backup)
+		atomic_fetch_sub(&ps.away, 1);
+	mq->on_backup = false;
 	drop_backup(mq);
 	r2cc_sendlog_free(mq->slog);
 	r2cc_recvlog_free(mq->rlog);

@@ -127,12 +127,15 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 		       int (*post)(struct ibv_qp *, struct ibv_recv_wr *,
 				   struct ibv_recv_wr **));
 /* A completion of @mq polled from the program's CQ @mc (NULL if it has
- * none): 1 deliver, 0 hide. */
+ * none): 1 deliver, 0 hide, 2 stashed after completions that precede it
+ * (what the poll returns after it must go to the stash too). */
 int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 		struct ibv_wc *wc);
 /* Before the program's CQ: what r2cc stashed for it, up to @n (a
  * lock-free check when there is nothing). */
 int r2cc_mig_poll_stash(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
+/* Queue @wc behind what is stashed for @mc: 0, or -ENOSPC. */
+int r2cc_mig_stash(struct r2cc_mig_cq *mc, const struct ibv_wc *wc);
 /* After the program's CQ: stashed and backup completions, up to @n. */
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
 /* Anything for r2cc_mig_poll_more() (lock-free)? */

@@ -101,6 +101,7 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 	struct r2cc_cq *q = r2cc_lookup(cq, R2CC_OBJ_CQ);
 	struct r2cc_mig_cq *mc = q ? q->mc : NULL;
 	int i, kept = 0, got, want, end;
+	bool behind = false;
 
 	if (mc)
 		kept = r2cc_mig_poll_stash(mc, n, wc);
@@ -114,8 +115,12 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 	for (i = kept; i < end; i++) {
 		struct r2cc_qp *p = r2cc_map_lookup(
 			&r2cc_shim.qpn, r2cc_qpn_key(c, wc[i].qp_num));
+		int r = p && p->mig ? r2cc_mig_wc(p->mig, mc, &wc[i]) : 1;
 
-		if (p && p->mig && !r2cc_mig_wc(p->mig, mc, &wc[i]))
+		/* Stashed behind completions that precede it: the rest of
+		 * this batch queues behind it. */
+		behind |= r == 2;
+		if (r != 1 || (behind && mc && !r2cc_mig_stash(mc, &wc[i])))
 			continue;
 		wc[kept++] = wc[i];
 	}

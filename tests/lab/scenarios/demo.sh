@@ -50,7 +50,7 @@ else
 	grep '^r2cc-gen: role=client' "$LAB/b.demo.with-r2cc.out"
 	echo
 	echo "== what r2cc did (node b's log):"
-	grep -E 'down \(|fenced|moved to backup|re-posted|first completion' \
+	grep -E 'down \(|up \(|fenced|moved|re-posted|first completion|protected again' \
 		"$LOGF" | sed 's/^r2cc\[[0-9]*\]: //'
 	echo
 	echo "== r2cc-ctl conn show, 2 s after the fault:"

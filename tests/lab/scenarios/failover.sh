@@ -6,7 +6,9 @@
 # (r2cc-ctl shows it "ready"); without a secret it runs unprotected and
 # unharmed. Failover: r2cc-gen verifies every byte across carrier down,
 # black hole, one-sided cut, flap and 30% loss (0 mismatches, duplicates,
-# losses, order errors, errors), r2cc-ctl shows the QPs migrated; both rails
+# losses, order errors, errors), r2cc-ctl shows the QPs migrated; once a
+# failed rail is back for the hold, the QPs move back to it and are
+# protected again (the per-rail timeline shows the traffic return); both rails
 # down fails the program in bounded time; ibv_rc_pingpong and perftest's
 # ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill, and so
 # does an Open MPI job over libfabric's verbs;ofi_rxm (checked messages); the
@@ -79,9 +81,10 @@ gen_fo() {
 	log=$LAB/$NODE.$name.log
 	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
 	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+	R2CC="$R2CC${FO_ENV:+ $FO_ENV}"
 	[ "$NODE" = "$fnode" ] && fault_midrun "$name" "$@"
 	ctl_wait "$name" migrated
-	pair "$name" ok 150 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 30 -i 1 \$SERVER"
+	pair "$name" ok 150 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t ${GEN_T:-30} -i 1 \$SERVER"
 	[ "$NODE" = "$fnode" ] && wait "$FAULT_PID"
 	wait "$CTL_PID"
 	# r2cc-ctl saw the QPs on their backup rail, a failover counted
@@ -111,10 +114,12 @@ gen_fo() {
 		# fault (the faulting node's clock) -> first completion on a
 		# backup (this node's), the slowest QP; the VMs' clocks both
 		# follow the host's
-		metric "$name.$NODE.fence_to_first_us" "$(sed -n 's/.*first completion on the backup \([0-9]*\) us.*/\1/p' "$log" | sort -n | tail -1)"
-		metric "$name.$NODE.failover_ms" "$(sed -n 's/.*first completion on the backup .* at \([0-9.]*\)$/\1/p' "$log" |
+		# (the first failover of each QP: fo.failback has two)
+		firsts=$(sed -n 's/.*QP \(0x[0-9a-f]*\): first completion on the backup \([0-9]*\) us .* at \([0-9.]*\)$/\1 \2 \3/p' "$log" | awk '!seen[$1]++')
+		metric "$name.$NODE.fence_to_first_us" "$(echo "$firsts" | awk '$2 > m { m = $2 } END { print m + 0 }')"
+		metric "$name.$NODE.failover_ms" "$(echo "$firsts" |
 			awk -v f="$(cat "$LAB/$name.fault" 2>/dev/null || echo 0)" \
-				'f > 0 { d = ($1 - f) * 1000; if (d > m) m = d } END { printf "%d", m }')"
+				'f > 0 { d = ($3 - f) * 1000; if (d > m) m = d } END { printf "%d", m }')"
 	else
 		check fail "$name.moved" "$(grep -E 'fenced|failover|unprotected|failed' "$log" | head -3)"
 	fi
@@ -142,6 +147,43 @@ barrier fo.cut.cleared 60
 gen_fo fo.flap b fault_flap 0 "down 1 up 1 down 0"
 [ "$NODE" = b ] && { sleep 3; fault_clear 0; wait_port_active 0 30; }
 barrier fo.flap.cleared 60
+
+# Primary restored: b's rail 0 down for 6 s, then back. Once it has been
+# up for the hold (3 s here), both ends move every QP back to rail 0 (the
+# same exactly-once move, backup fenced), re-arm the backups, and a second
+# carrier loss 14 s later fails them over again. The per-rail timeline
+# (r2cc-ctl watch, the devices' own counters) shows rail 0's traffic
+# leave, come back, and leave again.
+[ "$NODE" = b ] && { "$CTL" watch -i 1 -n 45 > "$LAB/b.fo.failback.timeline" 2>&1 & WATCH_PID=$!; }
+FO_ENV="R2CC_FAILBACK_HOLD_MS=3000" GEN_T=40 \
+	gen_fo fo.failback b fault_flap 0 "down 6 up 14 down 0"
+log=$LAB/$NODE.fo.failback.log
+n=$(grep -c 'moved back to rail 0' "$log")
+armed=$(grep -c 'protected again' "$log")
+moved=$(grep -c 'moved to backup QP' "$log")
+if [ "$n" -gt 0 ] && [ "$armed" = "$n" ] && [ "$moved" -ge $((2 * n)) ]; then
+	check pass fo.failback.moves "$n QPs moved back and re-armed, $moved moves to the backup; $(grep -m1 'moved back to rail 0' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')"
+	metric "fo.failback.$NODE.qps_moved_back" "$n"
+	metric "fo.failback.$NODE.failback_wrs_replayed" "$(sed -n 's/.*moved back to rail 0: \([0-9]*\) WRs replayed.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+	metric "fo.failback.$NODE.failback_fence_to_moved_us" "$(sed -n 's/.*moved back to rail 0: .*, \([0-9]*\) us after the fence/\1/p' "$log" | sort -n | tail -1)"
+else
+	check fail fo.failback.moves "moved back $n, re-armed $armed, failovers $moved: $(grep -E 'back|abandon|re-arm|unprotected' "$log" | head -3)"
+fi
+if [ "$NODE" = b ]; then
+	fault_clear 0
+	wait_port_active 0 30
+	wait "$WATCH_PID"
+	# rail 0 carries traffic, then none, then again, then none
+	phases=$(awk '$2 == "rxe0" { for (i = 3; i <= NF; i++)
+		if ($i ~ /^roce_txpps=/) { split($i, v, "="); busy = v[2] > 200 }
+		if (busy != last) { s = s (busy ? "T" : "0"); last = busy } }
+		END { print s }' last=x "$LAB/b.fo.failback.timeline")
+	case $phases in
+	*T0T0*) check pass fo.failback.timeline "rail 0 busy/idle phases: $phases" ;;
+	*) check fail fo.failback.timeline "rail 0 busy/idle phases: ${phases:-none} (see b.fo.failback.timeline)" ;;
+	esac
+fi
+barrier fo.failback.cleared 60
 
 # 30% loss both ways on rail 0: RC retransmits; no error reaches the
 # program (a failover, if the loss ever beats 7 tries, is counted).

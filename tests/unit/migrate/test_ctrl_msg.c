@@ -131,7 +131,9 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 		break;
 	case R2CC_CTRL_FAILBACK:
 		m->failback.qpn = 0x777;
-		m->failback.phase = R2CC_CTRL_FB_ABORT;
+		m->failback.phase = R2CC_CTRL_FB_PROPOSE;
+		m->failback.flags = R2CC_CTRL_FB_RECOVERED;
+		m->failback.psn = 0xfedcba;
 		break;
 	case R2CC_CTRL_KEEPALIVE:
 		m->keepalive_ns = 0x0123456789abcdefULL;
@@ -201,7 +203,7 @@ ParameterizedTestParameters(ctrl_msg, round_trip)
 		{ R2CC_CTRL_MR_INVALIDATE, true, 4 + 256 * 4 },
 		{ R2CC_CTRL_FAILOVER, false, 20 },
 		{ R2CC_CTRL_FAILOVER_ACK, false, 20 },
-		{ R2CC_CTRL_FAILBACK, false, 8 },
+		{ R2CC_CTRL_FAILBACK, false, 12 },
 		{ R2CC_CTRL_KEEPALIVE, false, 8 },
 		{ R2CC_CTRL_PEER_DOWN, false, 4 },
 	};
@@ -408,7 +410,9 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "fb qpn", R2CC_CTRL_FAILBACK, B(0), 4, UINT32_MAX, -EBADMSG },
 		{ "fb phase", R2CC_CTRL_FAILBACK, B(4), 1, R2CC_CTRL_FB_NPHASES,
 		  -EBADMSG },
+		{ "fb flags", R2CC_CTRL_FAILBACK, B(5), 1, 2, -EBADMSG },
 		{ "fb rsv", R2CC_CTRL_FAILBACK, B(7), 1, 1, -EBADMSG },
+		{ "fb psn", R2CC_CTRL_FAILBACK, B(8), 4, 1U << 24, -EBADMSG },
 		{ "down rail", R2CC_CTRL_PEER_DOWN, B(0), 1, 16, -EBADMSG },
 		{ "down reason", R2CC_CTRL_PEER_DOWN, B(1), 1,
 		  R2CC_CTRL_NREASONS, -EBADMSG },

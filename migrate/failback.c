@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * failback.c - a QP running on its backup moves back to its primary once
+ * the primary's rail has been healthy for R2CC_FAILBACK_HOLD_MS (DESIGN
+ * §6, failback). Both ends propose (FAILBACK PROPOSE with the first PSN of
+ * their recycled primary); with both proposals each recycles its primary
+ * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's) and fences the
+ * backup: the same exactly-once move as a failover, the other way
+ * (failover.c). Moved back, the backup is re-armed (REARM) and the QP is
+ * protected again. A flapping rail moves a QP back at most R2CC_FB_MOVES
+ * times per R2CC_FB_WINDOW_MS.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan.h"
+#include "mig_int.h"
+
+static int send_fb(struct r2cc_mig_qp *mq, uint8_t phase, uint8_t flags,
+		   uint32_t psn)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILBACK;
+	m.failback.qpn = mq->qpn;
+	m.failback.phase = phase;
+	m.failback.flags = flags;
+	m.failback.psn = psn & 0xffffff;
+	return r2cc_chan_send(mq->peer, &m);
+}
+
+/* Moves back within the window, fewer than allowed? */
+static bool budget_left(const struct r2cc_mig_qp *mq, uint64_t now)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < R2CC_FB_MOVES; i++)
+		if (mq->fb.moves_ns[i] &&
+		    !r2cc_mig_past(mq->fb.moves_ns[i], now, R2CC_FB_WINDOW_MS))
+			n++;
+	return n < R2CC_FB_MOVES;
+}
+
+/* Not now: proposals dropped, the next one after another hold. */
+static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
+{
+	mq->fb.proposed = mq->fb.peer_proposed = false;
+	mq->fb.peer_recovered = false;
+	mq->fb.not_before_ns = now + ps.failback_hold_ms * 1000000ULL;
+}
+
+/* The primary from ERR to RTS again, towards the peer's recycled one. */
+static int recycle(struct r2cc_mig_qp *mq)
+{
+	struct ibv_qp_attr a;
+	int ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	ret = ps.v.modify_qp(mq->qp, &a, IBV_QP_STATE);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = mq->attr.pkey_index;
+	a.port_num = mq->attr.port_num ? mq->attr.port_num : 1;
+	a.qp_access_flags = mq->attr.qp_access_flags;
+	ret = ps.v.modify_qp(mq->qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = mq->attr.path_mtu;
+	a.dest_qp_num = mq->dest_qpn;
+	a.rq_psn = mq->fb.peer_psn;
+	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
+	a.min_rnr_timer = mq->attr.min_rnr_timer;
+	a.ah_attr = mq->attr.ah_attr;
+	ret = ps.v.modify_qp(mq->qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER);
+	if (ret || !mq->rts)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = mq->attr.timeout;
+	/* Capped as the shim caps the program's (a black hole must end). */
+	a.retry_cnt = mq->attr.retry_cnt > 6 ? 6 : mq->attr.retry_cnt;
+	/* The peer's replay may beat our re-posted receives (as on the
+	 * backup): RNR waits, it must not fail. */
+	a.rnr_retry = 7;
+	a.sq_psn = mq->fb.psn;
+	a.max_rd_atomic = mq->attr.max_rd_atomic;
+	return ps.v.modify_qp(mq->qp, &a,
+			      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				      IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Both proposals known: recycle, then the move (mq lock held). */
+static void start(struct r2cc_mig_qp *mq, uint64_t now)
+{
+	int ret = recycle(mq);
+
+	if (ret) {
+		r2cc_err("QP %#x: primary not recycled (%s): stays on its "
+			 "backup",
+			 mq->qpn, strerror(ret));
+		send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
+		fb_reset(mq, now);
+		mq->fb.not_before_ns = UINT64_MAX; /* for good */
+		return;
+	}
+	memmove(&mq->fb.moves_ns[1], &mq->fb.moves_ns[0],
+		sizeof(mq->fb.moves_ns) - sizeof(mq->fb.moves_ns[0]));
+	mq->fb.moves_ns[0] = now;
+	mq->fb.nmoves++;
+	mq->fb.proposed = mq->fb.peer_proposed = false;
+	r2cc_info("QP %#x: rail %d healthy: moving back from rail %d",
+		  mq->qpn, mq->rail, mq->backup_rail);
+	r2cc_mig_fence_back(mq);
+}
+
+/* Can @mq move back now, as far as this side knows? */
+static bool settled(const struct r2cc_mig_qp *mq)
+{
+	return mq->logging && mq->on_backup && !mq->fenced && mq->peer &&
+	       r2cc_mig_state(mq) == R2CC_PROT_MIGRATED;
+}
+
+/*
+ * Evidence that the fault is over: a rail that went down and came back
+ * since the failover, up for the hold since. Either side's will do (the
+ * other proposes when its own rail is up); neither's (a black hole, no
+ * event anywhere) keeps the QP on its backup: no move back into it.
+ */
+void r2cc_mig_fb_tick(void)
+{
+	struct r2cc_mig_qp *mq;
+	uint64_t now;
+
+	pthread_mutex_lock(&ps.lock);
+	now = r2cc_mig_now_ns();
+	for (mq = ps.qps; mq; mq = mq->next) {
+		struct r2cc_health_info h;
+		bool back;
+
+		pthread_mutex_lock(&mq->lock);
+		if (!settled(mq) || mq->fb.proposed ||
+		    now < mq->fb.not_before_ns || !budget_left(mq, now))
+			goto next;
+		h = r2cc_health_get(mq->rail);
+		if (h.state != R2CC_RAIL_UP ||
+		    !r2cc_mig_past(h.since_ns, now, ps.failback_hold_ms))
+			goto next;
+		back = h.since_ns > mq->fault_ns;
+		if (!back && !mq->fb.peer_recovered)
+			goto next;
+		mq->fb.psn = (uint32_t)random() & 0xffffff;
+		if (send_fb(mq, R2CC_CTRL_FB_PROPOSE,
+			    back ? R2CC_CTRL_FB_RECOVERED : 0, mq->fb.psn))
+			goto next;
+		mq->fb.proposed = true;
+		if (mq->fb.peer_proposed)
+			start(mq, now);
+next:
+		pthread_mutex_unlock(&mq->lock);
+	}
+	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq)
+{
+	if (!mq->fb.proposed || !settled(mq))
+		return;
+	send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
+	fb_reset(mq, r2cc_mig_now_ns());
+}
+
+static void unarmed(struct r2cc_mig_qp *mq)
+{
+	r2cc_warn("QP %#x: back on rail %d, its backup not re-armed: "
+		  "unprotected",
+		  mq->qpn, mq->rail);
+	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	mq->logging = false;
+}
+
+/* Both REARMs known: the backup is connected again (mq lock held). */
+static void rearm(struct r2cc_mig_qp *mq)
+{
+	mq->fb.rearm_sent = mq->fb.rearm_got = false;
+	if (r2cc_mig_backup_rearm(mq, mq->fb.rearm_psn)) {
+		unarmed(mq);
+		return;
+	}
+	r2cc_mig_set_state(mq, R2CC_PROT_READY);
+	r2cc_info("QP %#x protected again: backup QP %#x on rail %d",
+		  mq->qpn, mq->bqp->qp_num, mq->backup_rail);
+}
+
+/* Moved back (mq lock held): re-arm the backup with the peer. */
+void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
+{
+	mq->bpsn = (uint32_t)random() & 0xffffff;
+	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
+	if (send_fb(mq, R2CC_CTRL_FB_REARM, 0, mq->bpsn)) {
+		unarmed(mq);
+		return;
+	}
+	mq->fb.rearm_sent = true;
+	if (mq->fb.rearm_got)
+		rearm(mq);
+}
+
+void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	uint64_t now = r2cc_mig_now_ns();
+	struct r2cc_mig_qp *mq;
+
+	for (mq = ps.qps; mq; mq = mq->next)
+		if (mq->peer == peer && mq->dest_qpn == m->failback.qpn)
+			break;
+	if (!mq) {
+		r2cc_warn("failback for an unknown QP %#x: dropped",
+			  m->failback.qpn);
+		return;
+	}
+	pthread_mutex_lock(&mq->lock);
+	switch (m->failback.phase) {
+	case R2CC_CTRL_FB_PROPOSE:
+		if (!settled(mq) || now < mq->fb.not_before_ns ||
+		    !budget_left(mq, now)) {
+			send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
+			break;
+		}
+		mq->fb.peer_proposed = true;
+		mq->fb.peer_recovered =
+			m->failback.flags & R2CC_CTRL_FB_RECOVERED;
+		mq->fb.peer_psn = m->failback.psn;
+		if (mq->fb.proposed)
+			start(mq, now);
+		break;
+	case R2CC_CTRL_FB_REARM:
+		mq->fb.rearm_got = true;
+		mq->fb.rearm_psn = m->failback.psn;
+		if (mq->fb.rearm_sent)
+			rearm(mq);
+		break;
+	case R2CC_CTRL_FB_ABORT:
+		if (settled(mq))
+			fb_reset(mq, now);
+		break;
+	}
+	pthread_mutex_unlock(&mq->lock);
+}
