@@ -28,6 +28,7 @@
 #define MAX_PEERS 256
 #define MAX_RES 1024
 #define TICK_MS 200
+#define MAX_WATCH 16
 
 enum conn_role {
 	C_FREE,
@@ -87,6 +88,13 @@ static struct {
 	 * which is all its replay window needs. */
 	uint64_t seq;
 	struct r2cc_chan_stats st;
+	/* Other fds the thread serves (r2cc_chan_watch()) */
+	struct watch {
+		int fd;
+		void (*ready)(int fd, void *arg);
+		void *arg;
+	} watch[MAX_WATCH];
+	int nwatch;
 } cs = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	 .wake_fd = -1,
 	 .rdv_fd = -1,
@@ -670,9 +678,9 @@ static void expire(uint64_t now)
 
 static void *chan_thread(void *arg)
 {
-	struct pollfd pfd[MAX_CONNS + 3];
-	int map[MAX_CONNS + 3];
-	uint32_t gen[MAX_CONNS + 3];
+	struct pollfd pfd[MAX_CONNS + 3 + MAX_WATCH];
+	int map[MAX_CONNS + 3 + MAX_WATCH];
+	uint32_t gen[MAX_CONNS + 3 + MAX_WATCH];
 	uint64_t last_tick = 0;
 	sigset_t all;
 
@@ -692,6 +700,11 @@ static void *chan_thread(void *arg)
 		pfd[n].fd = cs.direct_fd;
 		pfd[n].events = POLLIN;
 		map[n++] = -3;
+		for (i = 0; i < cs.nwatch; i++) {
+			pfd[n].fd = cs.watch[i].fd;
+			pfd[n].events = POLLIN;
+			map[n++] = -4 - i;
+		}
 		for (i = 0; i < MAX_CONNS; i++) {
 			if (cs.conns[i].role == C_FREE)
 				continue;
@@ -712,6 +725,12 @@ static void *chan_thread(void *arg)
 				ssize_t r = read(cs.wake_fd, &v, sizeof(v));
 
 				(void)r;
+			} else if (map[i] <= -4) {
+				struct watch w = cs.watch[-4 - map[i]];
+
+				pthread_mutex_unlock(&cs.lock);
+				w.ready(w.fd, w.arg);
+				pthread_mutex_lock(&cs.lock);
 			} else if (map[i] < -1) {
 				accept_on(pfd[i].fd);
 			} else if (cs.conns[map[i]].role == C_FREE ||
@@ -753,6 +772,25 @@ int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m)
 			conn_close(p->conn);
 	}
 	pthread_mutex_unlock(&cs.lock);
+	return ret;
+}
+
+int r2cc_chan_watch(int fd, void (*ready)(int fd, void *arg), void *arg)
+{
+	int ret = -ENOSPC;
+
+	pthread_mutex_lock(&cs.lock);
+	if (!cs.running) {
+		ret = -ENOTCONN;
+	} else if (cs.nwatch < MAX_WATCH) {
+		cs.watch[cs.nwatch].fd = fd;
+		cs.watch[cs.nwatch].ready = ready;
+		cs.watch[cs.nwatch++].arg = arg;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&cs.lock);
+	if (!ret)
+		wake();
 	return ret;
 }
 
@@ -858,6 +896,7 @@ void r2cc_chan_stop(void)
 		free(cs.conns[i].buf);
 		cs.conns[i].buf = NULL;
 	}
+	cs.nwatch = 0; /* the fds stay their owners' */
 	close(cs.rdv_fd);
 	close(cs.direct_fd);
 	close(cs.wake_fd);

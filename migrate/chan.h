@@ -57,6 +57,9 @@ bool r2cc_chan_running(void);
 /* This process's id (0: not running) and its direct port. */
 uint64_t r2cc_chan_self(void);
 uint16_t r2cc_chan_port(void);
+/* Have the thread call @ready(@fd, @arg) whenever @fd (non-blocking, the
+ * caller's) is readable; no lock held then. 0, -ENOSPC (16), -ENOTCONN. */
+int r2cc_chan_watch(int fd, void (*ready)(int fd, void *arg), void *arg);
 /* The node's addresses peers may reach @port on (mgmt first): count. */
 int r2cc_chan_addrs(struct r2cc_ctrl_addr *out, int max, uint16_t port);
 /**

@@ -88,8 +88,11 @@ enum r2cc_ctrl_reason {
 enum r2cc_ctrl_fb_phase {
 	/* The primary's rail is healthy past the hold: psn is the first
 	 * send PSN of the sender's recycled primary. Both sides' proposals
-	 * make the move (FAILOVER with reason FAILBACK, fencing the backup). */
+	 * make each recycle its primary. */
 	R2CC_CTRL_FB_PROPOSE,
+	/* The sender's primary is recycled and connected to ours: once both
+	 * are, each fences its backup (the move). */
+	R2CC_CTRL_FB_READY,
 	/* Moved back: the backup is re-armed; psn is its new first PSN. */
 	R2CC_CTRL_FB_REARM,
 	R2CC_CTRL_FB_ABORT, /* not now (the rail went down again, or busy) */

@@ -4,10 +4,10 @@
  * the primary's rail has been healthy for R2CC_FAILBACK_HOLD_MS (DESIGN
  * §6, failback). Both ends propose (FAILBACK PROPOSE with the first PSN of
  * their recycled primary); with both proposals each recycles its primary
- * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's) and fences the
- * backup: the same exactly-once move as a failover, the other way
- * (failover.c). Moved back, the backup is re-armed (REARM) and the QP is
- * protected again. A flapping rail moves a QP back at most R2CC_FB_MOVES
+ * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's) and says READY;
+ * with both READYs each fences its backup: the same exactly-once move as a
+ * failover, the other way (failover.c). Moved back, the backup is re-armed
+ * (REARM) and the QP is protected again. A flapping rail moves a QP back at most R2CC_FB_MOVES
  * times per R2CC_FB_WINDOW_MS.
  */
 #include <errno.h>
@@ -48,6 +48,7 @@ static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
 {
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	mq->fb.peer_recovered = false;
+	mq->fb.ready = mq->fb.peer_ready = false;
 	mq->fb.not_before_ns = now + ps.failback_hold_ms * 1000000ULL;
 }
 
@@ -62,6 +63,7 @@ static int recycle(struct r2cc_mig_qp *mq)
 	ret = ps.v.modify_qp(mq->qp, &a, IBV_QP_STATE);
 	if (ret)
 		return ret;
+	mq->perr = false; /* no more ringing through it (failover.c) */
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = mq->attr.pkey_index;
@@ -103,7 +105,14 @@ static int recycle(struct r2cc_mig_qp *mq)
 				      IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-/* Both proposals known: recycle, then the move (mq lock held). */
+/* Both primaries connected: the move (mq lock held). */
+static void go(struct r2cc_mig_qp *mq)
+{
+	mq->fb.ready = mq->fb.peer_ready = false;
+	r2cc_mig_fence_back(mq);
+}
+
+/* Both proposals known: recycle, then READY (mq lock held). */
 static void start(struct r2cc_mig_qp *mq, uint64_t now)
 {
 	int ret = recycle(mq);
@@ -124,7 +133,17 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	r2cc_info("QP %#x: rail %d healthy: moving back from rail %d",
 		  mq->qpn, mq->rail, mq->backup_rail);
-	r2cc_mig_fence_back(mq);
+	/* The backup carries on until both primaries are connected (a
+	 * recycle may take a second: RTR resolves the peer's address
+	 * afresh): only then the fences, so the move stalls for one
+	 * exchange. */
+	if (send_fb(mq, R2CC_CTRL_FB_READY, 0, 0)) {
+		fb_reset(mq, now);
+		return;
+	}
+	mq->fb.ready = true;
+	if (mq->fb.peer_ready)
+		go(mq);
 }
 
 /* Can @mq move back now, as far as this side knows? */
@@ -152,7 +171,15 @@ void r2cc_mig_fb_tick(void)
 		bool back;
 
 		pthread_mutex_lock(&mq->lock);
-		if (!settled(mq) || mq->fb.proposed ||
+		if (settled(mq) && mq->fb.ready &&
+		    r2cc_mig_past(mq->fb.moves_ns[0], now,
+				  R2CC_FENCE_BOUND_MS)) {
+			r2cc_warn("QP %#x: the peer's primary never got ready: "
+				  "stays on its backup",
+				  mq->qpn);
+			fb_reset(mq, now);
+		}
+		if (!settled(mq) || mq->fb.proposed || mq->fb.ready ||
 		    now < mq->fb.not_before_ns || !budget_left(mq, now))
 			goto next;
 		h = r2cc_health_get(mq->rail);
@@ -246,6 +273,13 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		mq->fb.peer_psn = m->failback.psn;
 		if (mq->fb.proposed)
 			start(mq, now);
+		break;
+	case R2CC_CTRL_FB_READY:
+		if (!settled(mq))
+			break;
+		mq->fb.peer_ready = true;
+		if (mq->fb.ready)
+			go(mq);
 		break;
 	case R2CC_CTRL_FB_REARM:
 		mq->fb.rearm_got = true;

@@ -427,6 +427,8 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	bool recv = wc->opcode & IBV_WC_RECV;
 	int keep = 1, err;
 
+	if (wc->wr_id == R2CC_RING_WRID && wc->status != IBV_WC_SUCCESS)
+		return 0; /* r2cc's own: see ring() */
 	pthread_mutex_lock(&mq->lock);
 	if (!mq->logging)
 		goto out;
@@ -562,6 +564,93 @@ int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 	return got;
 }
 
+/* ---- completion events ---- */
+
+/*
+ * Wake a program sleeping on @mc's completion channel (lock held): its CQ
+ * has news it cannot see raise an event (a backup's completion, or one
+ * r2cc stashed). If the program armed @mc since the last ring, a
+ * zero-length WR posted on @mq's primary, which is in ERR, flushes at once
+ * into @mc and raises the event; the flush itself is dropped when polled
+ * (R2CC_RING_WRID). One ring per arming: the CQ never fills with them.
+ */
+static void ring(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc)
+{
+	int ret;
+
+	/* Only into ERR: a recycled primary would send it. */
+	if (!mc || !mq->perr || !atomic_exchange(&mc->armed, 0))
+		return;
+	/* A send when it lands on @mc: rxe flushes a send posted in ERR at
+	 * once (its post rings the kernel), a receive only when something
+	 * else runs the QP. */
+	if (mc == mq->scq && mq->psend) {
+		struct ibv_send_wr w = { .wr_id = R2CC_RING_WRID,
+					 .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		ret = mq->psend(mq->qp, &w, &bad);
+	} else if (mc == mq->rcq && mq->precv) {
+		struct ibv_recv_wr w = { .wr_id = R2CC_RING_WRID }, *bad;
+
+		ret = mq->precv(mq->qp, &w, &bad);
+	} else {
+		ret = ENOSYS;
+	}
+	if (ret) {
+		atomic_store(&mc->armed, 1);
+		r2cc_dbg("QP %#x: no completion event raised (%s)", mq->qpn,
+			 strerror(ret));
+	}
+}
+
+static void arm_backups(struct r2cc_mig_qp *mq)
+{
+	if (mq->bscq)
+		mq->bscq->context->ops.req_notify_cq(mq->bscq, 0);
+	if (mq->brcq && mq->brcq != mq->bscq)
+		mq->brcq->context->ops.req_notify_cq(mq->brcq, 0);
+}
+
+void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc)
+{
+	int i, nq = __atomic_load_n(&mc->nqps, __ATOMIC_ACQUIRE);
+
+	atomic_store(&mc->armed, 1);
+	/* Lock-free, as r2cc_mig_poll_more() reads the list: arming a CQ
+	 * that was just detached is harmless. */
+	for (i = 0; i < nq; i++) {
+		struct ibv_cq *bcq =
+			__atomic_load_n(&mc->bcq[i], __ATOMIC_ACQUIRE);
+
+		if (bcq)
+			bcq->context->ops.req_notify_cq(bcq, 0);
+	}
+}
+
+void r2cc_mig_ring_ready(int fd, void *arg)
+{
+	struct ibv_comp_channel *ch = arg;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	(void)fd;
+	/* The fd is non-blocking: every event pending, then EAGAIN. */
+	while (!ps.v.get_cq_event(ch, &cq, &ctx)) {
+		struct r2cc_mig_qp *mq = ctx; /* never freed */
+
+		/* Acked first: a destroy of this CQ waits for it. */
+		ps.v.ack_cq_events(cq, 1);
+		pthread_mutex_lock(&mq->lock);
+		if (cq == mq->bscq || cq == mq->brcq) {
+			cq->context->ops.req_notify_cq(cq, 0);
+			ring(mq, cq == mq->bscq ? mq->scq : mq->rcq);
+		}
+		pthread_mutex_unlock(&mq->lock);
+	}
+}
+
 static void cq_attach(struct r2cc_mig_cq *mc, struct r2cc_mig_qp *mq,
 		      struct ibv_cq *bcq)
 {
@@ -680,6 +769,8 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 	if (new_qp(mq) && ps.v.modify_qp(new_qp(mq), &a, IBV_QP_STATE))
 		r2cc_warn("QP %#x: %s not moved to ERR", mq->qpn,
 			  mq->back ? "primary" : "backup");
+	else if (mq->back)
+		mq->perr = true;
 	for (i = 0; i < mq->nheld; i++)
 		if (r2cc_wcstash_push(mq->held[i].mc->stash, &mq->held[i].wc,
 				      1))
@@ -696,6 +787,8 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 	for (i = rs.outstanding - mq->unposted_recvs; i < rs.outstanding; i++)
 		if ((r = r2cc_recvlog_peek(mq->rlog, i)))
 			synth_recv(mq, &r->wr);
+	ring(mq, mq->scq);
+	ring(mq, mq->rcq);
 	mq->logging = false;
 	atomic_fetch_sub(&ps.waiting, 1);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
@@ -776,7 +869,9 @@ static void replay(struct r2cc_mig_qp *mq)
 		cq_attach(mq->scq, mq, mq->bscq);
 		if (mq->rcq != mq->scq || mq->brcq != mq->bscq)
 			cq_attach(mq->rcq, mq, mq->brcq);
+		arm_backups(mq);
 	}
+	ring(mq, mq->scq); /* what the replay stashed */
 	if (mq->slot && !mq->back) {
 		atomic_fetch_add(&mq->slot->failovers, 1);
 		atomic_fetch_add(&mq->slot->replayed_wrs, res.nreplay);
@@ -867,6 +962,7 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed)
 		return;
 	}
 	mq->reposted = true;
+	ring(mq, mq->rcq);
 	r2cc_info("QP %#x: %u receives re-posted on the %s, %u consumed "
 		  "before the fence",
 		  mq->qpn, res.nrepost, mq->back ? "primary" : "backup",
@@ -901,6 +997,7 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 		return;
 	}
 	mq->fenced = true;
+	mq->perr |= qp == mq->qp;
 	mq->have_peer_psn = mq->replayed = mq->reposted = false;
 	mq->unposted_sends = mq->unposted_recvs = 0;
 	mq->first_replay_ns = 0;

@@ -21,12 +21,17 @@
  * slides (bounded migrations, no storm). */
 #define R2CC_FB_MOVES 3
 #define R2CC_FB_WINDOW_MS 60000
+/* The wr_id of the zero-length WR r2cc posts on a program's QP in ERR to
+ * make its CQ raise a completion event (its flush is never delivered). */
+#define R2CC_RING_WRID 0x7232636372696e67ULL /* "r2ccring" */
 #define MAX_PEER_MRS 4096
 #define MAX_EARLY 256
 
 /* A program CQ that protected QPs complete on. */
 struct r2cc_mig_cq {
 	struct r2cc_wcstash *stash; /* owned: synthesised completions */
+	/* The program armed it and no ring was sent since (see ring()). */
+	_Atomic int armed;
 	pthread_mutex_t lock; /* the lists below */
 	/* Migrated QPs, and the backup CQ of each that feeds this CQ */
 	struct r2cc_mig_qp *qps[R2CC_MIG_CQ_QPS];
@@ -93,6 +98,7 @@ struct r2cc_mig_qp {
 	bool on_backup;
 	bool back; /* the move under way is a failback (backup fenced) */
 	bool recycled; /* the primary was recycled: its old flushes linger */
+	bool perr; /* r2cc moved the primary to ERR (and not back since) */
 	/* The provider's posts for the program's QP (the shim's hooks sit in
 	 * its context's ops): a replay back on the primary goes there. */
 	int (*psend)(struct ibv_qp *, struct ibv_send_wr *,
@@ -103,6 +109,7 @@ struct r2cc_mig_qp {
 	struct r2cc_fb {
 		bool proposed, peer_proposed;
 		bool peer_recovered; /* its PROPOSE said its rail came back */
+		bool ready, peer_ready; /* primaries recycled (READY) */
 		uint32_t psn, peer_psn; /* the recycled primaries' sq_psn */
 		bool rearm_sent, rearm_got;
 		uint32_t rearm_psn; /* the peer's re-armed backup's sq_psn */
@@ -138,6 +145,9 @@ struct r2cc_mig_state {
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;
 	uint32_t failback_hold_ms;
+	/* Per backup rail: the channel of its backups' CQs, served by the
+	 * control thread (r2cc_mig_ring_ready()). */
+	struct ibv_comp_channel *ring_ch[R2CC_HEALTH_RAILS];
 };
 extern struct r2cc_mig_state ps;
 
@@ -157,6 +167,8 @@ void r2cc_mig_fence_back(struct r2cc_mig_qp *mq);
 /* protect.c: the backup to RESET and back to RTS towards the peer's
  * re-armed one (psn: its first PSN), CQs emptied first (mq lock held) */
 int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);
+/* failover.c: the control thread's handler of a backup CQ channel */
+void r2cc_mig_ring_ready(int fd, void *arg);
 /* failback.c */
 void r2cc_mig_fb_tick(void);
 void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);

@@ -7,6 +7,7 @@
  * may never be moved to RTS (perftest's write_bw server is not).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,6 +543,36 @@ static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	return 0;
 }
 
+/*
+ * The completion channel of the backups' CQs on @d's rail (ps.lock held),
+ * made with the first: a completion there rings the program's channel
+ * (failover.c). NULL: none (backups without events).
+ */
+static struct ibv_comp_channel *ring_channel(const struct r2cc_mig_desc *d)
+{
+	struct ibv_comp_channel *ch;
+	int fl;
+
+	if (d->backup_rail < 0 || d->backup_rail >= R2CC_HEALTH_RAILS ||
+	    !ps.v.create_comp_channel || !ps.v.destroy_comp_channel)
+		return NULL;
+	if (ps.ring_ch[d->backup_rail])
+		return ps.ring_ch[d->backup_rail];
+	ch = ps.v.create_comp_channel(d->backup_ctx);
+	if (!ch)
+		return NULL;
+	fl = fcntl(ch->fd, F_GETFL);
+	if (fl < 0 || fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) ||
+	    r2cc_chan_watch(ch->fd, r2cc_mig_ring_ready, ch)) {
+		r2cc_warn("rail %d: no completion events from backups",
+			  d->backup_rail);
+		ps.v.destroy_comp_channel(ch);
+		return NULL;
+	}
+	ps.ring_ch[d->backup_rail] = ch;
+	return ch;
+}
+
 /* The backup: its CQ(s) and an RC QP on the shadow PD, RESET -> INIT. */
 static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
@@ -552,14 +583,16 @@ static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	int scqe = 2 * (int)mq->cap.max_send_wr + 1,
 	    rcqe = 2 * (int)mq->cap.max_recv_wr + 1;
 
+	struct ibv_comp_channel *ch = ring_channel(d);
+
 	mq->bscq = ps.v.create_cq(d->backup_ctx,
-				  mq->rcq != mq->scq ? scqe : scqe + rcqe, NULL,
-				  NULL, 0);
+				  mq->rcq != mq->scq ? scqe : scqe + rcqe, mq,
+				  ch, 0);
 	if (!mq->bscq)
 		return errno ? errno : ENOMEM;
 	/* Receives complete on their own CQ when the program's do. */
 	if (mq->rcq != mq->scq) {
-		mq->brcq = ps.v.create_cq(d->backup_ctx, rcqe, NULL, NULL, 0);
+		mq->brcq = ps.v.create_cq(d->backup_ctx, rcqe, mq, ch, 0);
 		if (!mq->brcq)
 			return errno ? errno : ENOMEM;
 	} else {

@@ -31,6 +31,13 @@ struct r2cc_mig_verbs {
 			 union ibv_gid *gid);
 	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 			struct ibv_qp_init_attr *init);
+	/* Completion channels of the backups' CQs (NULL: none; a program
+	 * sleeping on its channel then wakes only at its own timeout). */
+	struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *);
+	int (*destroy_comp_channel)(struct ibv_comp_channel *ch);
+	int (*get_cq_event)(struct ibv_comp_channel *ch, struct ibv_cq **cq,
+			    void **cq_context);
+	void (*ack_cq_events)(struct ibv_cq *cq, unsigned int nevents);
 };
 
 /* What migrate asks the shim. */
@@ -134,6 +141,9 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 /* Before the program's CQ: what r2cc stashed for it, up to @n (a
  * lock-free check when there is nothing). */
 int r2cc_mig_poll_stash(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
+/* The program armed its CQ @mc (ibv_req_notify_cq): the backups feeding
+ * it are armed too, and a completion on one rings @mc's channel. */
+void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc);
 /* Queue @wc behind what is stashed for @mc: 0, or -ENOSPC. */
 int r2cc_mig_stash(struct r2cc_mig_cq *mc, const struct ibv_wc *wc);
 /* After the program's CQ: stashed and backup completions, up to @n. */

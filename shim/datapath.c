@@ -146,7 +146,18 @@ static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 static int dp_req_notify_cq(struct ibv_cq *cq, int solicited)
 {
-	return ctx_of(cq->context)->req_notify_cq(cq, solicited);
+	int ret = ctx_of(cq->context)->req_notify_cq(cq, solicited);
+
+	if (unlikely(r2cc_shim.protecting) && !ret) {
+		struct r2cc_cq *q = r2cc_lookup(cq, R2CC_OBJ_CQ);
+		struct r2cc_mig_cq *mc = q ? q->mc : NULL;
+
+		/* Completions of migrated QPs land elsewhere: their
+		 * backups' events ring this CQ. */
+		if (mc)
+			r2cc_mig_cq_arm(mc);
+	}
+	return ret;
 }
 
 /* Extended CQs: count in start_poll/next_poll (read_* are untouched). */

@@ -105,6 +105,10 @@ void r2cc_shim_protect_start(void)
 		.destroy_qp = r2cc_real.ibv_destroy_qp,
 		.query_gid = ibv_query_gid, /* not hooked: libibverbs' own */
 		.query_qp = r2cc_real.ibv_query_qp,
+		.create_comp_channel = r2cc_real.ibv_create_comp_channel,
+		.destroy_comp_channel = r2cc_real.ibv_destroy_comp_channel,
+		.get_cq_event = r2cc_real.ibv_get_cq_event,
+		.ack_cq_events = r2cc_real.ibv_ack_cq_events,
 	};
 	const char *rail_if[R2CC_MAX_RAILS];
 	int r;

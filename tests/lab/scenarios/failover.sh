@@ -178,6 +178,14 @@ if [ "$NODE" = b ]; then
 		if ($i ~ /^roce_txpps=/) { split($i, v, "="); busy = v[2] > 200 }
 		if (busy != last) { s = s (busy ? "T" : "0"); last = busy } }
 		END { print s }' last=x "$LAB/b.fo.failback.timeline")
+	# Throughput on the backup against the primary, side by side in
+	# one run: the mean RoCE packets/s of each rail's busy seconds.
+	metric fo.failback.backup_over_primary_pps "$(awk '
+		{ for (i = 3; i <= NF; i++) if ($i ~ /^roce_txpps=/) {
+			split($i, v, "="); if (v[2] > 200) { s[$2] += v[2]; n[$2]++ } } }
+		END { if (n["rxe0"] && n["rxe1"])
+			printf "%.2f", (s["rxe1"] / n["rxe1"]) / (s["rxe0"] / n["rxe0"]) }' \
+		"$LAB/b.fo.failback.timeline")"
 	case $phases in
 	*T0T0*) check pass fo.failback.timeline "rail 0 busy/idle phases: $phases" ;;
 	*) check fail fo.failback.timeline "rail 0 busy/idle phases: ${phases:-none} (see b.fo.failback.timeline)" ;;

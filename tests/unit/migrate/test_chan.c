@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,4 +163,39 @@ Test(chan, unreachable_rendezvous_is_bounded)
 	cr_assert(wait_for(&resolved, 1), "unbounded resolve");
 	cr_assert_eq(got_peer, 0);
 	r2cc_chan_stop();
+}
+
+static int watched;
+
+static void on_watched(int fd, void *arg)
+{
+	char c;
+
+	while (read(fd, &c, 1) == 1)
+		;
+	cr_assert_eq(arg, &watched);
+	pthread_mutex_lock(&lock);
+	watched++;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+Test(chan, watched_fd_is_served_until_stop)
+{
+	int p[2];
+
+	cr_assert_eq(r2cc_chan_watch(0, on_watched, &watched), -ENOTCONN);
+	cr_assert_eq(pipe2(p, O_NONBLOCK), 0);
+	start();
+	cr_assert_eq(r2cc_chan_watch(p[0], on_watched, &watched), 0);
+	cr_assert_eq(watched, 0);
+	cr_assert_eq(write(p[1], "x", 1), 1);
+	cr_assert(wait_for(&watched, 1), "not called within 10 s");
+	cr_assert_eq(write(p[1], "y", 1), 1);
+	cr_assert(wait_for(&watched, 2), "not called again");
+	r2cc_chan_stop();
+	/* The fd stays the caller's: still open. */
+	cr_assert_eq(write(p[1], "z", 1), 1);
+	close(p[0]);
+	close(p[1]);
 }
