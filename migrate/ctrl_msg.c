@@ -151,7 +151,8 @@ static void x_mr_keys(struct cur *c, struct r2cc_ctrl_msg *m)
 	uint16_t i;
 
 	x16(c, &m->mr_keys.n);
-	x_rsv(c, 2);
+	x8(c, &m->mr_keys.rail);
+	x_rsv(c, 1);
 	x_count(c, m->mr_keys.n, R2CC_CTRL_MAX_MRS);
 	for (i = 0; i < m->mr_keys.n && !c->bad; i++) {
 		x32(c, &m->mr_keys.mr[i].rkey);
@@ -307,7 +308,8 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		       m->qp_bind.psn <= MASK24 && rail_ok(m->qp_bind.rail) &&
 		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5;
 	case R2CC_CTRL_MR_KEYS:
-		if (m->mr_keys.n > R2CC_CTRL_MAX_MRS)
+		if (m->mr_keys.n > R2CC_CTRL_MAX_MRS ||
+		    m->mr_keys.rail >= R2CC_CTRL_RAIL_MAX)
 			return false;
 		for (i = 0; i < m->mr_keys.n; i++)
 			if (m->mr_keys.mr[i].len >

@@ -31,8 +31,9 @@
  *  4 QP_BIND:       qpn u32 | gid 16 (local primary) | qpn u32 | gid 16
  *                   (peer primary) | qpn u32 | gid 16 (backup) | psn u32 |
  *                   rail u8 | mtu u8 (1..5, enum ibv_mtu) | rsv u16
- *  5 MR_KEYS:       n u16 (<= 256) | rsv u16 | n x (rkey u32 | backup rkey
- *                   u32 | addr u64 | len u64), addr + len no overflow
+ *  5 MR_KEYS:       n u16 (<= 256) | rail u8 (< 16: the shadows') | rsv u8 |
+ *                   n x (rkey u32 | backup rkey u32 | addr u64 | len u64),
+ *                   addr + len no overflow
  *  6 MR_INVALIDATE: n u16 (<= 256) | rsv u16 | n x rkey u32
  *  7 FAILOVER,
  *  8 FAILOVER_ACK:  qpn u32 | reason u8 | flags u8 (bit 0: rq_psn valid) |
@@ -164,6 +165,7 @@ struct r2cc_ctrl_msg {
 		} qp_bind;
 		struct {
 			uint16_t n;
+			uint8_t rail; /* where the backup rkeys live */
 			struct r2cc_ctrl_mr mr[R2CC_CTRL_MAX_MRS];
 		} mr_keys;
 		struct {

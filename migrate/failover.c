@@ -56,7 +56,8 @@ static int rkey_xlate(const struct r2cc_mig_qp *mq, uint32_t rkey,
 
 	pthread_rwlock_rdlock(&ps.mr_lock);
 	for (i = 0; i < ps.nmrs; i++)
-		if (ps.mrs[i].peer == mq->peer && ps.mrs[i].mr.rkey == rkey) {
+		if (ps.mrs[i].peer == mq->peer && ps.mrs[i].mr.rkey == rkey &&
+		    ps.mrs[i].rail == mq->backup_rail) {
 			*out = ps.mrs[i].mr.backup_rkey;
 			ret = 0;
 			break;

@@ -121,6 +121,7 @@ struct r2cc_mig_qp {
 
 struct peer_mr {
 	uint64_t peer;
+	int rail; /* where backup_rkey lives */
 	struct r2cc_ctrl_mr mr;
 };
 

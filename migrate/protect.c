@@ -64,6 +64,7 @@ static int send_bind(struct r2cc_mig_qp *mq)
 	if (!m)
 		return ret;
 	m->hdr.type = R2CC_CTRL_MR_KEYS;
+	m->mr_keys.rail = (uint8_t)mq->backup_rail;
 	n = ps.env.mr_keys(mq->pd, mq->backup_rail, m->mr_keys.mr,
 			   R2CC_CTRL_MAX_MRS);
 	m->mr_keys.n = n > 0 ? (uint16_t)n : 0;
@@ -183,6 +184,18 @@ static void try_ready(struct r2cc_mig_qp *mq)
 		  mq->peer_bind.qp_bind.backup.qpn);
 }
 
+int r2cc_mig_rail_load(int rail)
+{
+	struct r2cc_mig_qp *mq;
+	int n = 0;
+
+	pthread_mutex_lock(&ps.lock);
+	for (mq = ps.qps; mq; mq = mq->next)
+		n += mq->logging && mq->backup_rail == rail;
+	pthread_mutex_unlock(&ps.lock);
+	return n;
+}
+
 int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
 {
 	struct ibv_cq *cqs[2] = { mq->bscq, mq->brcq };
@@ -263,6 +276,7 @@ static void got_mr_keys(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	for (i = 0; i < m->mr_keys.n; i++) {
 		for (j = 0; j < ps.nmrs; j++)
 			if (ps.mrs[j].peer == peer &&
+			    ps.mrs[j].rail == m->mr_keys.rail &&
 			    ps.mrs[j].mr.rkey == m->mr_keys.mr[i].rkey)
 				break;
 		if (j == ps.nmrs && ps.nmrs == MAX_PEER_MRS) {
@@ -273,6 +287,7 @@ static void got_mr_keys(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		if (j == ps.nmrs)
 			ps.nmrs++;
 		ps.mrs[j].peer = peer;
+		ps.mrs[j].rail = m->mr_keys.rail;
 		ps.mrs[j].mr = m->mr_keys.mr[i];
 	}
 }
@@ -288,25 +303,89 @@ static void got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m)
 				ps.mrs[j--] = ps.mrs[--ps.nmrs];
 }
 
+static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+static void drop_backup(struct r2cc_mig_qp *mq);
+
+/*
+ * Do both ends' backups sit on the same rail (each end's placement chose
+ * alone)? If not, the end with the lower (GID, QPN) keeps its choice and
+ * the other remakes its backup there: a rail-optimised fabric joins rail
+ * i of one node to rail i of the others only. True: @m may be used now.
+ */
+static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
+{
+	int rail = m->qp_bind.rail, c = memcmp(mq->gid, mq->dest_gid, 16);
+	struct r2cc_mig_desc d;
+	int ret;
+
+	if (rail == mq->backup_rail)
+		return true;
+	if (c < 0 || (!c && mq->qpn < mq->dest_qpn)) {
+		r2cc_dbg("QP %#x: backup on rail %d, the peer's on %d: the "
+			 "peer's moves",
+			 mq->qpn, mq->backup_rail, rail);
+		return false;
+	}
+	memset(&d, 0, sizeof(d));
+	d.attr = &mq->attr;
+	d.rail = mq->rail;
+	d.backup_rail = rail;
+	ret = ps.env.rail_res ? ps.env.rail_res(mq->pd, rail, &d.backup_ctx,
+						&d.backup_pd) :
+				-ENOSYS;
+	if (ret) {
+		unprotected(mq, "the peer's backup rail is not usable here");
+		return false;
+	}
+	drop_backup(mq);
+	ret = read_gids(mq, &d);
+	if (!ret)
+		ret = make_backup(mq, &d);
+	if (ret) {
+		drop_backup(mq);
+		unprotected(mq, "no backup on the peer's backup rail");
+		return false;
+	}
+	r2cc_info("QP %#x: backup moved from rail %d to rail %d, the peer's",
+		  mq->qpn, mq->backup_rail, rail);
+	mq->backup_rail = rail;
+	mq->bind_sent = false;
+	mq->brts = false;
+	if (mq->slot) {
+		atomic_store(&mq->slot->backup_rail, rail);
+		atomic_store(&mq->slot->backup_qpn, mq->bqp->qp_num);
+	}
+	return true;
+}
+
 /* The peer's QP_BIND for @mq (ps.lock and mq lock held). */
 static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		    const struct r2cc_ctrl_msg *m)
 {
+	bool ok;
+
 	if (mq->state != R2CC_PROT_BINDING)
 		return;
 	if (m->qp_bind.mtu < IBV_MTU_256 || m->qp_bind.mtu > IBV_MTU_4096) {
 		unprotected(mq, "the peer's backup MTU is invalid");
 		return;
 	}
-	mq->peer_bind = *m;
-	mq->bind_got = true;
 	if (!mq->peer)
 		mq->peer = peer;
 	if (mq->peer != peer)
 		return; /* a bind from another process: not this QP's peer */
-	if (!mq->bind_sent && send_bind(mq))
+	ok = agree_rail(mq, m);
+	if (ok) {
+		mq->peer_bind = *m;
+		mq->bind_got = true;
+	}
+	/* Ours goes out either way: the peer learns our rail from it. */
+	if (mq->state == R2CC_PROT_BINDING && !mq->bind_sent &&
+	    send_bind(mq))
 		unprotected(mq, "the control channel failed");
-	try_ready(mq);
+	if (ok)
+		try_ready(mq);
 }
 
 /* ps.lock held */
@@ -766,6 +845,8 @@ static void announce(const void *pd, const void *mr, struct r2cc_ctrl_msg *m)
 		}
 		if (mr && ps.env.mr_key(mr, mq->backup_rail, &m->mr_keys.mr[0]))
 			continue; /* no shadow there: nothing to translate */
+		if (mr)
+			m->mr_keys.rail = (uint8_t)mq->backup_rail;
 		ret = r2cc_chan_send(mq->peer, m);
 		if (ret)
 			r2cc_warn("QP %#x: memory key change not sent (%s)",

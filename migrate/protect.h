@@ -53,6 +53,9 @@ struct r2cc_mig_env {
 			  uint32_t *out);
 	/* The program's MR @mr (its handle) and its shadow on @rail. */
 	int (*mr_key)(const void *mr, int rail, struct r2cc_ctrl_mr *out);
+	/* r2cc's private context on @rail and the shadow of @pd there. */
+	int (*rail_res)(const void *pd, int rail, struct ibv_context **ctx,
+			struct ibv_pd **shadow);
 };
 
 /* What the shim knows of a QP that just reached RTR. */
@@ -120,6 +123,8 @@ void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
 /* The program destroys its QP: drop the backup (before the real destroy,
  * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
+/* Protected QPs whose backup is on @rail: placement's load. */
+int r2cc_mig_rail_load(int rail);
 /* enum r2cc_prot_state of @mq */
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq);
 

@@ -417,14 +417,14 @@ void r2cc_status_snap_free(struct r2cc_status_snap *snap)
 }
 
 /* Does the record at @path own QP @qpn of @dev? Fills the answer. */
-static int find_in(const char *path, const char *dev, uint32_t qpn,
-		   uint64_t *id, uint16_t *port, uint32_t *pid)
+/* Map the record at @path if it is ours, sane and its process alive:
+ * 0 with *@h (munmap(*@h, *@len) after), or -errno. */
+static int map_live(const char *path, const struct r2cc_status_hdr **h,
+		    size_t *len)
 {
-	const struct r2cc_status_hdr *h;
 	struct stat sb;
-	int fd, ret = -ENOENT;
-	uint32_t i;
 	void *p;
+	int fd;
 
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
@@ -439,35 +439,32 @@ static int find_in(const char *path, const char *dev, uint32_t qpn,
 	close(fd);
 	if (p == MAP_FAILED)
 		return -errno;
-	h = p;
-	if (!hdr_ok(h, (size_t)sb.st_size) || h->uid != sb.st_uid ||
-	    !alive(h) || !atomic_load(&h->ctrl_id))
-		goto out;
-	for (i = 0; i < h->nqps; i++) {
-		const struct r2cc_status_qp *q =
-			(const void *)((const char *)h + h->qp_off +
-				       (size_t)i * h->qp_sz);
-
-		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1 ||
-		    q->qpn != qpn || strncmp(q->dev, dev, sizeof(q->dev)))
-			continue;
-		*id = atomic_load(&h->ctrl_id);
-		*port = (uint16_t)atomic_load(&h->ctrl_port);
-		*pid = (uint32_t)h->pid;
-		ret = 0;
-		break;
+	*h = p;
+	*len = (size_t)sb.st_size;
+	if (!hdr_ok(*h, *len) || (*h)->uid != sb.st_uid || !alive(*h)) {
+		munmap(p, *len);
+		return -ESRCH;
 	}
-out:
-	munmap(p, (size_t)sb.st_size);
-	return ret;
+	return 0;
 }
 
-int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
-			uint16_t *port, uint32_t *pid)
+static const struct r2cc_status_qp *slot_at(const struct r2cc_status_hdr *h,
+					    uint32_t i)
 {
+	return (const void *)((const char *)h + h->qp_off +
+			      (size_t)i * h->qp_sz);
+}
+
+/* Call @fn on every live record of this user's: until it returns 0. */
+static int for_each_live(int (*fn)(const struct r2cc_status_hdr *h,
+				   void *arg),
+			 void *arg)
+{
+	const struct r2cc_status_hdr *h = NULL;
 	char path[512], prefix[32];
 	struct dirent *de;
 	int ret = -ENOENT;
+	size_t len = 0;
 	DIR *d;
 
 	d = opendir(status_dir());
@@ -478,8 +475,81 @@ int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
 		if (strncmp(de->d_name, prefix, strlen(prefix)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", status_dir(), de->d_name);
-		ret = find_in(path, dev, qpn, id, port, pid) ? -ENOENT : 0;
+		if (map_live(path, &h, &len))
+			continue;
+		ret = fn(h, arg);
+		munmap((void *)h, len);
 	}
 	closedir(d);
 	return ret;
+}
+
+struct find_arg {
+	const char *dev;
+	uint32_t qpn;
+	uint64_t *id;
+	uint16_t *port;
+	uint32_t *pid;
+};
+
+static int find_in(const struct r2cc_status_hdr *h, void *arg)
+{
+	struct find_arg *f = arg;
+	uint32_t i;
+
+	if (!atomic_load(&h->ctrl_id))
+		return -ENOENT;
+	for (i = 0; i < h->nqps; i++) {
+		const struct r2cc_status_qp *q = slot_at(h, i);
+
+		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1 ||
+		    q->qpn != f->qpn || strncmp(q->dev, f->dev, sizeof(q->dev)))
+			continue;
+		*f->id = atomic_load(&h->ctrl_id);
+		*f->port = (uint16_t)atomic_load(&h->ctrl_port);
+		*f->pid = (uint32_t)h->pid;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
+			uint16_t *port, uint32_t *pid)
+{
+	struct find_arg f = { dev, qpn, id, port, pid };
+
+	return for_each_live(find_in, &f);
+}
+
+struct load_arg {
+	int rail;
+	uint32_t n;
+};
+
+static int load_in(const struct r2cc_status_hdr *h, void *arg)
+{
+	struct load_arg *l = arg;
+	uint32_t i, st;
+
+	if (h->pid == getpid())
+		return -ENOENT; /* the caller counts its own */
+	for (i = 0; i < h->nqps; i++) {
+		const struct r2cc_status_qp *q = slot_at(h, i);
+
+		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1 ||
+		    atomic_load(&q->backup_rail) != l->rail)
+			continue;
+		st = atomic_load(&q->prot);
+		l->n += st == R2CC_PROT_BINDING || st == R2CC_PROT_READY ||
+			st == R2CC_PROT_MIGRATED;
+	}
+	return -ENOENT; /* on to the next record */
+}
+
+uint32_t r2cc_status_rail_load(int rail)
+{
+	struct load_arg l = { rail, 0 };
+
+	for_each_live(load_in, &l);
+	return l.n;
 }

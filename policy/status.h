@@ -154,6 +154,10 @@ void r2cc_status_ctrl(uint64_t id, uint16_t port);
 int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
 			uint16_t *port, uint32_t *pid);
 
+/* Backups on rail @rail (this node's rail index) of the user's other live
+ * r2cc processes: the node-wide load placement weighs. */
+uint32_t r2cc_status_rail_load(int rail);
+
 /* Reader (r2cc-ctl): one process's record, copied consistently. */
 struct r2cc_status_snap {
 	struct r2cc_status_hdr hdr;

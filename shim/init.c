@@ -41,6 +41,8 @@ static void map_rails(const struct r2cc_rail_info *ri, int nri)
 			r2cc_shim.dev[n].ll = ri[j].link_layer;
 			memcpy(r2cc_shim.dev[n].netdev, ri[j].netdev,
 			       sizeof(ri[j].netdev));
+			r2cc_place_rail_init(&r2cc_shim.dev[n].place, &ri[j], n,
+					     "/sys");
 			r2cc_shim.dev[n].usable = true;
 			n++;
 			break;

@@ -91,12 +91,25 @@ static int lkey_xlate(const void *pd, int rail, uint32_t lkey, uint32_t *out)
 	return 0;
 }
 
+static int rail_res(const void *pd, int rail, struct ibv_context **ctx,
+		    struct ibv_pd **shadow)
+{
+	struct r2cc_pd *p = r2cc_lookup(pd, R2CC_OBJ_PD);
+
+	if (!p || rail < 0 || rail >= r2cc_shim.nrail || !p->shadow[rail] ||
+	    !(*ctx = r2cc_rail_ctx(rail)))
+		return -ENODEV;
+	*shadow = p->shadow[rail];
+	return 0;
+}
+
 void r2cc_shim_protect_start(void)
 {
 	const struct r2cc_mig_env env = { .dev_of_gid = dev_of_gid,
 					  .mr_keys = mr_keys,
 					  .lkey_xlate = lkey_xlate,
-					  .mr_key = mr_key };
+					  .mr_key = mr_key,
+					  .rail_res = rail_res };
 	struct r2cc_mig_verbs real = {
 		.create_cq = r2cc_real.ibv_create_cq,
 		.destroy_cq = r2cc_real.ibv_destroy_cq,
@@ -126,16 +139,69 @@ void r2cc_shim_protect_start(void)
 	r2cc_shim.protecting = true;
 }
 
-/* The backup rail of a QP on @rail: the first other usable rail of the
- * same link layer where @p has a shadow PD (placement policy: later). */
-static int backup_rail(const struct r2cc_pd *p, int rail)
-{
-	int r;
+struct big_walk {
+	const struct r2cc_pd *p;
+	const struct r2cc_mr *big;
+};
 
-	for (r = 0; r < r2cc_shim.nrail; r++)
-		if (r != rail && p->shadow[r] && r2cc_rail_ctx(r))
-			return r;
-	return -1;
+static void big_visit(void *obj, void *arg)
+{
+	struct r2cc_mr *m = obj;
+	struct big_walk *w = arg;
+
+	if (m->type == R2CC_OBJ_MR && m->pd == w->p && m->mr->addr &&
+	    (!w->big || m->mr->length > w->big->mr->length))
+		w->big = m;
+}
+
+/* Where @p's memory lives, by its largest MR (GPU and PCIe position, or
+ * NUMA node): 0, or -ENOENT when it has none yet. */
+static int pd_locate(const struct r2cc_pd *p, struct r2cc_mem_loc *loc)
+{
+	struct big_walk w = { .p = p };
+
+	r2cc_map_for_each(&r2cc_shim.reg, big_visit, &w);
+	if (!w.big)
+		return -ENOENT;
+	return r2cc_mem_locate("/sys", w.big->mr->addr, w.big->mr->length,
+			       loc);
+}
+
+/*
+ * The backup rail of @q (placement policy, policy/placement.c): among the
+ * other rails of its link layer that are up and hold a shadow of its PD,
+ * the least loaded per Mb/s (backups already placed there), then nearest
+ * its memory, then a hash both ends compute alike. Both ends decide alone;
+ * migrate/ makes them agree (the end with the lower GID and QPN wins).
+ */
+static int backup_rail(const struct r2cc_pd *p, const struct r2cc_qp *q)
+{
+	struct r2cc_place_rail rails[R2CC_MAX_RAILS];
+	const struct ibv_ah_attr *ah = &q->attr.ah_attr;
+	struct r2cc_mem_loc loc, *lp = NULL;
+	union ibv_gid gid;
+	uint64_t salt = 0;
+	int r, n = 0;
+
+	for (r = 0; r < r2cc_shim.nrail; r++) {
+		struct r2cc_health_info h = r2cc_health_get(r);
+
+		if (r != q->rail && (!p->shadow[r] || !r2cc_rail_ctx(r)))
+			continue;
+		rails[n] = r2cc_shim.dev[r].place;
+		rails[n].index = r;
+		rails[n].up = r == q->rail || h.state != R2CC_RAIL_DOWN;
+		/* the node's: this process's and the others' */
+		rails[n++].backups = (uint32_t)r2cc_mig_rail_load(r) +
+				     r2cc_status_rail_load(r);
+	}
+	if (!ibv_query_gid(q->qp->context, ah->port_num ? ah->port_num : 1,
+			   ah->grh.sgid_index, &gid))
+		salt = r2cc_place_salt(gid.raw, q->qpn, ah->grh.dgid.raw,
+				       q->attr.dest_qp_num);
+	if (!pd_locate(p, &loc))
+		lp = &loc;
+	return r2cc_place_choose(rails, n, q->rail, lp, salt);
 }
 
 /* The r2cc_mig_cq of the program's @cq, made on first use. */
@@ -175,9 +241,11 @@ void r2cc_qp_rtr(struct r2cc_qp *q)
 		return;
 	p = r2cc_lookup(q->qp->pd, R2CC_OBJ_PD);
 	memset(&d, 0, sizeof(d));
-	d.backup_rail = p ? backup_rail(p, q->rail) : -1;
-	if (d.backup_rail < 0 || !(q->attr_mask & IBV_QP_AV) ||
-	    !q->attr.ah_attr.is_global) {
+	d.backup_rail = p && (q->attr_mask & IBV_QP_AV) &&
+					q->attr.ah_attr.is_global ?
+				backup_rail(p, q) :
+				-1;
+	if (d.backup_rail < 0) {
 		r2cc_mig_protect(q->mig, NULL); /* unprotected */
 		errno = saved;
 		return;

@@ -49,6 +49,7 @@ struct r2cc_dev {
 	enum r2cc_link_layer ll; /* of port 1 */
 	char netdev[R2CC_IFNAMSIZ]; /* RoCE: its netdev; "" otherwise */
 	bool usable; /* selected by R2CC_RAILS and opened */
+	struct r2cc_place_rail place; /* what placement weighs (policy/) */
 };
 
 struct r2cc_ctx {

@@ -4,11 +4,12 @@
 # failover) and lingers after its summary so that r2cc-ctl reads the final
 # counters. Carrier loss on node b's rail 0 for a few seconds mid-run:
 # `rail show` on b reports rail 0 DOWN during the fault and ACTIVE after
-# it; `conn show` lists every QP migrated to backup rail 1; `metrics`
-# counts exactly the WRs (by opcode), receives and bytes the generator
-# says it posted on each QP, and one failover each; `events` shows the
-# rail's down and up and one failover per QP, caused locally on b and by
-# the peer on a. Then the eBPF injector on node a (`fault drop rxe0
+# it; `conn show`, at the end, lists every QP moved back to rail 0 (rail
+# 0 returned mid-run) and protected by rail 1 again, one failover each;
+# `metrics` counts exactly the WRs (by opcode), receives and bytes the
+# generator says it posted on each QP, and one failover each; `events`
+# shows the rail's down and up, one failover per QP, caused locally on b
+# and by the peer on a, and one failback per QP, rail 1 to rail 0. Then the eBPF injector on node a (`fault drop rxe0
 # --after N --qpn Q --dir ingress`, Q one of a's QPs) black-holes one
 # connection after exactly N packets: that QP alone migrates, its failover
 # is a completion error (retry exceeded), and the generator verifies
@@ -172,9 +173,11 @@ if [ "$NODE" = b ]; then
 	wait_port_active 0 30
 fi
 gen_ok $N
+# (rail 0 came back mid-run: after the hold the QPs moved back to it and
+# are protected by rail 1 again)
 jqcheck $N.conn "$LAB/$NODE.$N.conn.json" --argjson n $QPS \
 	'[.[] | select(.comm == "r2cc-gen")] | length == $n and
-	all(.[]; .dev == "rxe0" and .protection == "migrated" and
+	all(.[]; .dev == "rxe0" and .protection == "ready" and
 		.backup_rail == 1 and .backup_qpn > 0 and .failovers == 1)'
 fo=$(jq -r '[.[] | select(.comm == "r2cc-gen") | "\(.qpn)=1"] | join(" ")' \
 	"$LAB/$NODE.$N.conn.json" 2>/dev/null)
@@ -189,6 +192,10 @@ jqcheck $N.events.failover "$ev" --argjson n $QPS \
 	length == $n and ([.[].qpn] | unique | length) == $n and
 	all(.[]; .rail == 0 and .dev == "rxe0" and .to_rail == 1 and
 		.to_dev == "rxe1" and .replayed_wrs >= 0 and .replayed_bytes >= 0)'
+jqcheck $N.events.failback "$ev" --argjson n $QPS \
+	'[.[] | select(.comm == "r2cc-gen" and .event == "failback")] |
+	length == $n and ([.[].qpn] | unique | length) == $n and
+	all(.[]; .rail == 1 and .to_rail == 0 and .to_dev == "rxe0")'
 if [ "$NODE" = b ]; then
 	jqcheck $N.events.cause "$ev" '[.[] | select(.event == "failover")] |
 		all(.[]; .cause == "carrier" or .cause == "port event" or

@@ -3,7 +3,8 @@
 # verified) runs across the two lab nodes on rail 0 under libr2cc-shim.so;
 # rail 0's cable is pulled mid-run on node b and plugged back in later. The
 # job finishes, and an operator sees what happened: r2cc's log (fence,
-# replay, first completion on the backup), r2cc-ctl's view of the
+# replay, first completion on the backup, the move back to rail 0 once it
+# has been up for the hold), r2cc-ctl's view of the
 # connections, and a per-second throughput timeline per rail from the
 # devices' own counters. Then the same fault without r2cc: the job dies.
 # (Not part of the test suite: the failover scenario checks all of it.)
@@ -50,7 +51,7 @@ else
 	grep '^r2cc-gen: role=client' "$LAB/b.demo.with-r2cc.out"
 	echo
 	echo "== what r2cc did (node b's log):"
-	grep -E 'down \(|up \(|fenced|moved|re-posted|first completion|protected again' \
+	grep -E 'down \(|up \(|fenced|moved|moving back|re-posted|first completion|protected again' \
 		"$LOGF" | sed 's/^r2cc\[[0-9]*\]: //'
 	echo
 	echo "== r2cc-ctl conn show, 2 s after the fault:"

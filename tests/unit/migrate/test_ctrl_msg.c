@@ -107,6 +107,7 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 		break;
 	case R2CC_CTRL_MR_KEYS:
 		m->mr_keys.n = n;
+		m->mr_keys.rail = 3;
 		for (uint16_t i = 0; i < n; i++) {
 			m->mr_keys.mr[i].rkey = 0x1000u + i;
 			m->mr_keys.mr[i].backup_rkey = 0x80000000u | i;
@@ -389,7 +390,8 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "mr n 65535", R2CC_CTRL_MR_KEYS, B(0), 2, 65535, -EBADMSG },
 		{ "mr n +1", R2CC_CTRL_MR_KEYS, B(0), 2, 4, -EBADMSG },
 		{ "mr n -1", R2CC_CTRL_MR_KEYS, B(0), 2, 2, -EBADMSG },
-		{ "mr rsv", R2CC_CTRL_MR_KEYS, B(2), 2, 1, -EBADMSG },
+		{ "mr rail", R2CC_CTRL_MR_KEYS, B(2), 1, 16, -EBADMSG },
+		{ "mr rsv", R2CC_CTRL_MR_KEYS, B(3), 1, 1, -EBADMSG },
 		{ "mr addr+len wraps", R2CC_CTRL_MR_KEYS, B(4 + 16), 8,
 		  UINT64_MAX, -EBADMSG },
 		{ "inval n 257", R2CC_CTRL_MR_INVALIDATE, B(0), 2, 257,
