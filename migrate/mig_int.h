@@ -146,6 +146,7 @@ struct r2cc_mig_state {
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;
 	uint32_t failback_hold_ms;
+	uint32_t detect_ms; /* R2CC_DETECT_MS: a recycled primary's timeout */
 	/* Per backup rail: the channel of its backups' CQs, served by the
 	 * control thread (r2cc_mig_ring_ready()). */
 	struct ibv_comp_channel *ring_ch[R2CC_HEALTH_RAILS];

@@ -496,6 +496,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	ps.env = *env;
 	ps.failback = cfg->failback;
 	ps.failback_hold_ms = cfg->failback_hold_ms;
+	ps.detect_ms = cfg->detect_ms;
 	if (!ps.mrs)
 		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
 	if (!ps.early)

@@ -72,6 +72,20 @@ const char *r2cc_rail_state_name(enum r2cc_rail_state s)
 	return (unsigned int)s < 3 ? n[s] : "?";
 }
 
+int r2cc_rc_timeout_for(uint32_t detect_ms, unsigned int tries)
+{
+	uint64_t bound = (uint64_t)detect_ms * 1000000ULL;
+	int t;
+
+	if (!tries)
+		tries = 1;
+	/* IB: the local ACK timeout is 4.096 us * 2^t (t 1..31). */
+	for (t = 31; t > 1; t--)
+		if ((4096ULL << t) * tries <= bound)
+			break;
+	return t;
+}
+
 const char *r2cc_health_cause_name(enum r2cc_health_cause c)
 {
 	static const char *const n[] = { "none",     "carrier", "port event",

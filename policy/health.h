@@ -71,6 +71,15 @@ void r2cc_health_report(int rail, enum r2cc_rail_state state,
 /* A snapshot of @rail (zeroed for unknown rails). */
 struct r2cc_health_info r2cc_health_get(int rail);
 const char *r2cc_rail_state_name(enum r2cc_rail_state s);
+/**
+ * r2cc_rc_timeout_for() - the RC local ACK timeout exponent that finds a
+ * black hole within @detect_ms
+ * @detect_ms: the bound (R2CC_DETECT_MS)
+ * @tries: the transmissions before RETRY_EXC (retry_cnt + 1; 0 counts 1)
+ * Return: the largest t in 1..31 with 4.096 us * 2^t * @tries <= @detect_ms
+ * (1 when even that is longer).
+ */
+int r2cc_rc_timeout_for(uint32_t detect_ms, unsigned int tries);
 const char *r2cc_health_cause_name(enum r2cc_health_cause c);
 /**
  * r2cc_nl_parse_links() - walk rtnetlink messages for link changes

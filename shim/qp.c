@@ -203,13 +203,22 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		attr_merge(q, attr, mask);
 		return r2cc_qp_rts(q);
 	}
-	if (q && q->mig && (mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 6) {
-		/* rxe (and any HCA following the spec's 3 bits literally)
-		 * retries 7 times forever: a protected QP must give up so that
-		 * a black hole fails over. The program still reads its 7. */
+	if (q && q->mig && (mask & (IBV_QP_RETRY_CNT | IBV_QP_TIMEOUT))) {
+		/* A protected QP must find a black hole fast, and at all: rxe
+		 * (and any HCA following the spec's 3 bits literally) retries
+		 * 7 times forever, so 6; and its ACK timeout is lowered so
+		 * that its tries end within R2CC_DETECT_MS (0, no timeout,
+		 * too). The program still reads what it set. */
 		struct ibv_qp_attr a = *attr;
+		unsigned int tries;
+		int t;
 
-		a.retry_cnt = 6;
+		if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 6)
+			a.retry_cnt = 6;
+		tries = (mask & IBV_QP_RETRY_CNT) ? a.retry_cnt + 1U : 7U;
+		t = r2cc_rc_timeout_for(r2cc_shim.cfg.detect_ms, tries);
+		if ((mask & IBV_QP_TIMEOUT) && (!a.timeout || a.timeout > t))
+			a.timeout = (uint8_t)t;
 		ret = r2cc_real.ibv_modify_qp(qp, &a, mask);
 	} else {
 		ret = r2cc_real.ibv_modify_qp(qp, attr, mask);
@@ -238,6 +247,11 @@ R2CC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	 * put it (RTR or RTS), not in the primary's ERR. */
 	if (q && q->mig && r2cc_mig_state(q->mig) == R2CC_PROT_MIGRATED)
 		attr->qp_state = attr->cur_qp_state = q->attr.qp_state;
+	/* What the program set, not what r2cc lowered (ibv_modify_qp) */
+	if (q && q->mig && (q->attr_mask & IBV_QP_RETRY_CNT))
+		attr->retry_cnt = q->attr.retry_cnt;
+	if (q && q->mig && (q->attr_mask & IBV_QP_TIMEOUT))
+		attr->timeout = q->attr.timeout;
 	return ret;
 }
 

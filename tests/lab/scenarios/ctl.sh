@@ -36,9 +36,11 @@ if [ "$RAILS" -lt 2 ]; then
 fi
 command -v jq > /dev/null || { check fail jq "jq is missing (tools/install-deps)"; return 0; }
 
+# (R2CC_DETECT_MS=2000 keeps the generator's --timeout 16: 268 ms x 7)
 r2cc_env() { # r2cc_env NAME: the environment of a program under r2cc
 	echo "LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.$1.log" \
-		"R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+		"R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)" \
+		"R2CC_DETECT_MS=2000"
 }
 
 # ctl_final NAME: in the background, once this node's generator has

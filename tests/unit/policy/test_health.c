@@ -178,3 +178,18 @@ Test(health, forked_child_leaves_the_parents_monitor_alone, .timeout = 10)
 	cr_assert_eq(ready_calls, 1);
 	r2cc_health_stop();
 }
+
+Test(health_timeout, detect_bound_gives_the_largest_exponent)
+{
+	/* 4.096 us * 2^14 * 7 = 470 ms <= 500; 2^15 would be 940 ms */
+	cr_assert_eq(r2cc_rc_timeout_for(500, 7), 14);
+	cr_assert_eq(r2cc_rc_timeout_for(469, 7), 13);
+	cr_assert_eq(r2cc_rc_timeout_for(470, 7), 14);
+	cr_assert_eq(r2cc_rc_timeout_for(10, 7), 8);
+	cr_assert_eq(r2cc_rc_timeout_for(60000, 7), 20);
+	cr_assert_eq(r2cc_rc_timeout_for(60000, 1), 23);
+	cr_assert_eq(r2cc_rc_timeout_for(500, 0), r2cc_rc_timeout_for(500, 1));
+	/* never below 1, never above 31 */
+	cr_assert_eq(r2cc_rc_timeout_for(0, 8), 1);
+	cr_assert_eq(r2cc_rc_timeout_for(UINT32_MAX, 1), 31);
+}
