@@ -324,7 +324,8 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 	case R2CC_CTRL_FAILBACK:
 		return m->failback.qpn <= MASK24 &&
 		       m->failback.phase < R2CC_CTRL_FB_NPHASES &&
-		       !(m->failback.flags & ~R2CC_CTRL_FB_RECOVERED) &&
+		       !(m->failback.flags &
+			 ~(R2CC_CTRL_FB_RECOVERED | R2CC_CTRL_FB_URGENT)) &&
 		       m->failback.psn <= MASK24;
 	case R2CC_CTRL_KEEPALIVE:
 		return true;

@@ -38,8 +38,8 @@
  *  7 FAILOVER,
  *  8 FAILOVER_ACK:  qpn u32 | reason u8 | flags u8 (bit 0: rq_psn valid) |
  *                   rsv u16 | rq_psn u32 (0 unless valid) | recvs u64
- *  9 FAILBACK:      qpn u32 | phase u8 | flags u8 (bit 0: recovered) |
- *                   rsv u16 | psn u32
+ *  9 FAILBACK:      qpn u32 | phase u8 | flags u8 (bit 0: recovered,
+ *                   bit 1: urgent) | rsv u16 | psn u32
  * 10 KEEPALIVE:     timestamp u64
  * 11 PEER_DOWN:     rail u8 | reason u8 | rsv u16
  * QPNs and PSNs are 24-bit. Decoding is strict, so encode(decode(f)) == f.
@@ -105,6 +105,8 @@ enum r2cc_ctrl_fb_phase {
  * the failover (a rail without that evidence, e.g. after a black hole,
  * does not start a move back by itself). */
 #define R2CC_CTRL_FB_RECOVERED (1U << 0)
+/* FAILBACK PROPOSE: the sender's backup failed; move back now. */
+#define R2CC_CTRL_FB_URGENT (1U << 1)
 
 struct r2cc_ctrl_addr {
 	uint8_t family; /* 4 or 6 */

@@ -30,8 +30,8 @@ void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
 		.rail = kind == R2CC_EV_FAILBACK ? mq->backup_rail : mq->rail,
 		.cause = cause_of(mq->why),
 		.qpn = mq->qpn,
-		.to_rail = kind == R2CC_EV_FAILBACK ? mq->rail :
-						       mq->backup_rail,
+		.to_rail =
+			kind == R2CC_EV_FAILBACK ? mq->rail : mq->backup_rail,
 		.wrs = wrs,
 		.bytes = bytes,
 	};

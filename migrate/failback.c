@@ -116,6 +116,8 @@ static void go(struct r2cc_mig_qp *mq)
 	r2cc_mig_fence_back(mq);
 }
 
+static void urgent_failed(struct r2cc_mig_qp *mq, const char *why);
+
 /* Both proposals known: recycle, then READY (mq lock held). */
 static void start(struct r2cc_mig_qp *mq, uint64_t now)
 {
@@ -128,6 +130,8 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 		send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
 		fb_reset(mq, now);
 		mq->fb.not_before_ns = UINT64_MAX; /* for good */
+		if (mq->fb.urgent)
+			urgent_failed(mq, "the primary cannot be recycled");
 		return;
 	}
 	memmove(&mq->fb.moves_ns[1], &mq->fb.moves_ns[0],
@@ -135,14 +139,17 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.moves_ns[0] = now;
 	mq->fb.nmoves++;
 	mq->fb.proposed = mq->fb.peer_proposed = false;
-	r2cc_info("QP %#x: rail %d healthy: moving back from rail %d",
-		  mq->qpn, mq->rail, mq->backup_rail);
+	r2cc_info("QP %#x: rail %d %s: moving back from rail %d", mq->qpn,
+		  mq->rail, mq->fb.urgent ? "up, its backup failed" : "healthy",
+		  mq->backup_rail);
 	/* The backup carries on until both primaries are connected (a
 	 * recycle may take a second: RTR resolves the peer's address
 	 * afresh): only then the fences, so the move stalls for one
 	 * exchange. */
 	if (send_fb(mq, R2CC_CTRL_FB_READY, 0, 0)) {
 		fb_reset(mq, now);
+		if (mq->fb.urgent)
+			urgent_failed(mq, "the control channel failed");
 		return;
 	}
 	mq->fb.ready = true;
@@ -155,6 +162,54 @@ static bool settled(const struct r2cc_mig_qp *mq)
 {
 	return mq->logging && mq->on_backup && !mq->fenced && mq->peer &&
 	       r2cc_mig_state(mq) == R2CC_PROT_MIGRATED;
+}
+
+/* Send our PROPOSE (a fresh PSN for the recycled primary) and start if
+ * the peer's is in (mq lock held). */
+static void propose(struct r2cc_mig_qp *mq, uint8_t flags, uint64_t now)
+{
+	mq->fb.psn = (uint32_t)random() & 0xffffff;
+	if (send_fb(mq, R2CC_CTRL_FB_PROPOSE, flags, mq->fb.psn))
+		return;
+	mq->fb.proposed = true;
+	if (mq->fb.peer_proposed)
+		start(mq, now);
+}
+
+/* The urgent move could not be made: the program sees what the backup
+ * made, as it would without r2cc (mq lock held). */
+static void urgent_failed(struct r2cc_mig_qp *mq, const char *why)
+{
+	r2cc_err("QP %#x: its backup failed and the move back did not happen "
+		 "(%s): the program sees the errors",
+		 mq->qpn, why);
+	mq->fb.urgent = false;
+	r2cc_mig_give_back(mq);
+	mq->logging = false;
+	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+}
+
+bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_health_info h = r2cc_health_get(mq->rail);
+	uint64_t now = r2cc_mig_now_ns();
+
+	if (mq->fb.urgent)
+		return true;
+	if (!settled(mq) || h.state != R2CC_RAIL_UP)
+		return false;
+	r2cc_warn("QP %#x: its backup on rail %d failed: moving back to rail "
+		  "%d now",
+		  mq->qpn, mq->backup_rail, mq->rail);
+	mq->fb.urgent = true;
+	mq->fb.urgent_ns = now;
+	mq->fb.not_before_ns = 0;
+	if (!mq->held)
+		r2cc_mig_hold_start(mq);
+	if (!mq->fb.proposed && !mq->fb.ready)
+		propose(mq, R2CC_CTRL_FB_URGENT | R2CC_CTRL_FB_RECOVERED, now);
+	return true;
 }
 
 /*
@@ -175,6 +230,11 @@ void r2cc_mig_fb_tick(void)
 		bool back;
 
 		pthread_mutex_lock(&mq->lock);
+		if (settled(mq) && mq->fb.urgent &&
+		    r2cc_mig_past(mq->fb.urgent_ns, now, R2CC_FENCE_BOUND_MS)) {
+			urgent_failed(mq, "no answer from the peer in time");
+			goto next;
+		}
 		if (settled(mq) && mq->fb.ready &&
 		    r2cc_mig_past(mq->fb.moves_ns[0], now,
 				  R2CC_FENCE_BOUND_MS)) {
@@ -193,14 +253,8 @@ void r2cc_mig_fb_tick(void)
 		back = h.since_ns > mq->fault_ns;
 		if (!back && !mq->fb.peer_recovered)
 			goto next;
-		mq->fb.psn = (uint32_t)random() & 0xffffff;
-		if (send_fb(mq, R2CC_CTRL_FB_PROPOSE,
-			    back ? R2CC_CTRL_FB_RECOVERED : 0, mq->fb.psn))
-			goto next;
-		mq->fb.proposed = true;
-		if (mq->fb.peer_proposed)
-			start(mq, now);
-next:
+		propose(mq, back ? R2CC_CTRL_FB_RECOVERED : 0, now);
+	next:
 		pthread_mutex_unlock(&mq->lock);
 	}
 	pthread_mutex_unlock(&ps.lock);
@@ -208,10 +262,12 @@ next:
 
 void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq)
 {
-	if (!mq->fb.proposed || !settled(mq))
+	if (!(mq->fb.proposed || mq->fb.ready || mq->fb.urgent) || !settled(mq))
 		return;
 	send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
 	fb_reset(mq, r2cc_mig_now_ns());
+	if (mq->fb.urgent)
+		urgent_failed(mq, "the primary's rail is down too");
 }
 
 static void unarmed(struct r2cc_mig_qp *mq)
@@ -232,13 +288,14 @@ static void rearm(struct r2cc_mig_qp *mq)
 		return;
 	}
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
-	r2cc_info("QP %#x protected again: backup QP %#x on rail %d",
-		  mq->qpn, mq->bqp->qp_num, mq->backup_rail);
+	r2cc_info("QP %#x protected again: backup QP %#x on rail %d", mq->qpn,
+		  mq->bqp->qp_num, mq->backup_rail);
 }
 
 /* Moved back (mq lock held): re-arm the backup with the peer. */
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 {
+	mq->fb.urgent = false;
 	mq->bpsn = (uint32_t)random() & 0xffffff;
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	if (send_fb(mq, R2CC_CTRL_FB_REARM, 0, mq->bpsn)) {
@@ -254,6 +311,7 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
 	uint64_t now = r2cc_mig_now_ns();
 	struct r2cc_mig_qp *mq;
+	bool urgent;
 
 	for (mq = ps.qps; mq; mq = mq->next)
 		if (mq->peer == peer && mq->dest_qpn == m->failback.qpn)
@@ -266,8 +324,9 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_lock(&mq->lock);
 	switch (m->failback.phase) {
 	case R2CC_CTRL_FB_PROPOSE:
-		if (!settled(mq) || now < mq->fb.not_before_ns ||
-		    !budget_left(mq, now)) {
+		urgent = m->failback.flags & R2CC_CTRL_FB_URGENT;
+		if (!settled(mq) || (!urgent && (now < mq->fb.not_before_ns ||
+						 !budget_left(mq, now)))) {
 			send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
 			break;
 		}
@@ -277,6 +336,10 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		mq->fb.peer_psn = m->failback.psn;
 		if (mq->fb.proposed)
 			start(mq, now);
+		else if (urgent && !mq->fb.ready &&
+			 r2cc_health_get(mq->rail).state == R2CC_RAIL_UP)
+			/* the peer's backup died: no hold here either */
+			propose(mq, 0, now);
 		break;
 	case R2CC_CTRL_FB_READY:
 		if (!settled(mq))
@@ -292,7 +355,9 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			rearm(mq);
 		break;
 	case R2CC_CTRL_FB_ABORT:
-		if (settled(mq))
+		if (settled(mq) && mq->fb.urgent)
+			urgent_failed(mq, "the peer cannot move back");
+		else if (settled(mq))
 			fb_reset(mq, now);
 		break;
 	}

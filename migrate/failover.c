@@ -407,6 +407,32 @@ static void unhold(struct r2cc_mig_qp *mq)
 	mq->nheld = mq->held_cap = 0;
 }
 
+void r2cc_mig_hold_start(struct r2cc_mig_qp *mq)
+{
+	/* Room for one completion per WR the fenced QP may still make; on
+	 * no memory, hidden ones cannot be given back (counted). */
+	mq->nheld = 0;
+	mq->held_lost = 0;
+	mq->held_cap = 2 * (mq->cap.max_send_wr + mq->cap.max_recv_wr) + 2;
+	mq->held = calloc(mq->held_cap, sizeof(*mq->held));
+	if (!mq->held)
+		mq->held_cap = 0;
+}
+
+void r2cc_mig_give_back(struct r2cc_mig_qp *mq)
+{
+	uint32_t i;
+
+	for (i = 0; i < mq->nheld; i++)
+		if (r2cc_wcstash_push(mq->held[i].mc->stash, &mq->held[i].wc,
+				      1))
+			mq->held_lost++;
+	if (mq->held_lost)
+		r2cc_err("QP %#x: %llu hidden completions could not be kept",
+			 mq->qpn, (unsigned long long)mq->held_lost);
+	unhold(mq);
+}
+
 /* A completion of a fenced or retired incarnation: the receives the
  * peer's executed SENDs consumed are delivered (in log order); the rest is
  * covered by the move: hidden, and held while the move may yet be
@@ -496,6 +522,13 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 			     wc) ?
 			      1 :
 			      -1;
+	} else if (wc->status != IBV_WC_SUCCESS &&
+		   (mq->fb.urgent ||
+		    (path_fault(wc->status) && r2cc_mig_fb_urgent(mq)))) {
+		/* The backup failed and the primary's rail is up: the QP
+		 * moves back at once; this is covered by the move. */
+		hold(mq, wc->opcode & IBV_WC_RECV ? mq->rcq : mq->scq, wc);
+		got = -1;
 	} else if (wc->status != IBV_WC_SUCCESS) {
 		/* The backup failed too: the native error, as without r2cc. */
 		if (st_of(mq) != R2CC_PROT_FAILED)
@@ -772,14 +805,7 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 			  mq->back ? "primary" : "backup");
 	else if (mq->back)
 		mq->perr = true;
-	for (i = 0; i < mq->nheld; i++)
-		if (r2cc_wcstash_push(mq->held[i].mc->stash, &mq->held[i].wc,
-				      1))
-			mq->held_lost++;
-	if (mq->held_lost)
-		r2cc_err("QP %#x: %llu hidden completions could not be kept",
-			 mq->qpn, (unsigned long long)mq->held_lost);
-	unhold(mq);
+	r2cc_mig_give_back(mq);
 	r2cc_sendlog_get_stats(mq->slog, &ss);
 	for (i = ss.outstanding - mq->unposted_sends; i < ss.outstanding; i++)
 		if ((e = r2cc_sendlog_peek(mq->slog, i)))
@@ -883,14 +909,14 @@ static void replay(struct r2cc_mig_qp *mq)
 	r2cc_mig_event(mq, mq->back ? R2CC_EV_FAILBACK : R2CC_EV_FAILOVER,
 		       res.nreplay, bytes);
 	if (mq->back)
-		r2cc_info("QP %#x moved back to rail %d: %u WRs replayed "
-			  "(%llu bytes), %u executed by the peer, %llu us "
-			  "after the fence",
-			  mq->qpn, mq->rail, res.nreplay,
-			  (unsigned long long)bytes, res.nskipped,
-			  (unsigned long long)(r2cc_mig_now_ns() -
-					       mq->fault_ns) /
-				  1000);
+		r2cc_info(
+			"QP %#x moved back to rail %d: %u WRs replayed "
+			"(%llu bytes), %u executed by the peer, %llu us "
+			"after the fence",
+			mq->qpn, mq->rail, res.nreplay,
+			(unsigned long long)bytes, res.nskipped,
+			(unsigned long long)(r2cc_mig_now_ns() - mq->fault_ns) /
+				1000);
 	else
 		r2cc_info("QP %#x moved to backup QP %#x (rail %d): %u WRs "
 			  "replayed (%llu bytes), %u executed by the peer, "
@@ -925,8 +951,7 @@ static void backup_drain(struct r2cc_mig_qp *mq)
 			    r2cc_wcstash_push(mc->stash, &wc, 1))
 				r2cc_err("QP %#x: completion stash full: "
 					 "wr_id %#llx lost",
-					 mq->qpn,
-					 (unsigned long long)wc.wr_id);
+					 mq->qpn, (unsigned long long)wc.wr_id);
 			continue;
 		}
 		r2cc_recvlog_get_stats(mq->rlog, &rs);
@@ -1002,19 +1027,13 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 	mq->have_peer_psn = mq->replayed = mq->reposted = false;
 	mq->unposted_sends = mq->unposted_recvs = 0;
 	mq->first_replay_ns = 0;
-	mq->nheld = 0;
-	mq->held_lost = 0;
 	atomic_fetch_add(&ps.waiting, 1);
-	/* Room for one completion per WR the fenced QP may still make; on
-	 * no memory, hidden ones cannot be given back (counted). */
-	mq->held_cap = 2 * (mq->cap.max_send_wr + mq->cap.max_recv_wr) + 2;
-	mq->held = calloc(mq->held_cap, sizeof(*mq->held));
-	if (!mq->held)
-		mq->held_cap = 0;
+	if (!mq->held) /* an urgent move back holds from its detection on */
+		r2cc_mig_hold_start(mq);
 	mq->rq_psn = a.rq_psn;
 	r2cc_info("QP %#x: %s fenced (%s), rq_psn %#x", mq->qpn,
 		  mq->on_backup ? "backup" : "primary",
-		  why == R2CC_CTRL_WHY_PEER	    ? "told by the peer" :
+		  why == R2CC_CTRL_WHY_PEER	? "told by the peer" :
 		  why == R2CC_CTRL_WHY_FAILBACK ? "moving back" :
 						  "local fault",
 		  mq->rq_psn);
@@ -1111,8 +1130,7 @@ void r2cc_mig_tick(void)
 	struct r2cc_mig_qp *mq;
 	uint64_t now;
 
-	if (ps.failback &&
-	    atomic_load_explicit(&ps.away, memory_order_relaxed))
+	if (ps.failback && atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();
 	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed))
 		return;
@@ -1136,9 +1154,16 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 
 	pthread_mutex_lock(&ps.lock);
 	for (mq = ps.qps; mq; mq = mq->next) {
-		if (mq->rail != rail)
+		if (mq->rail != rail && mq->backup_rail != rail)
 			continue;
 		pthread_mutex_lock(&mq->lock);
+		if (mq->backup_rail == rail) {
+			/* Running on it: back to the primary, if it is up. */
+			if (mq->on_backup && !mq->fenced)
+				r2cc_mig_fb_urgent(mq);
+			pthread_mutex_unlock(&mq->lock);
+			continue;
+		}
 		fence(mq, cause == R2CC_CAUSE_PORT_EVENT ?
 				  R2CC_CTRL_WHY_PORT_EVENT :
 				  R2CC_CTRL_WHY_CARRIER);

@@ -110,6 +110,8 @@ struct r2cc_mig_qp {
 		bool proposed, peer_proposed;
 		bool peer_recovered; /* its PROPOSE said its rail came back */
 		bool ready, peer_ready; /* primaries recycled (READY) */
+		bool urgent; /* the backup failed: no hold, no evidence */
+		uint64_t urgent_ns; /* when that was seen */
 		uint32_t psn, peer_psn; /* the recycled primaries' sq_psn */
 		bool rearm_sent, rearm_got;
 		uint32_t rearm_psn; /* the peer's re-armed backup's sq_psn */
@@ -163,6 +165,13 @@ uint64_t r2cc_mig_now_ns(void);
 /* Is @t (CLOCK_MONOTONIC ns) at least @ms before @now? (Never for a @t
  * after @now: a time read before a lock is older than what it guards.) */
 bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms);
+/* failover.c: hidden completions are kept from now on (lock held) */
+void r2cc_mig_hold_start(struct r2cc_mig_qp *mq);
+/* failover.c: what was hidden goes to the program, in order (lock held) */
+void r2cc_mig_give_back(struct r2cc_mig_qp *mq);
+/* failback.c: the backup failed while the QP runs on it: move back now if
+ * the primary's rail is up (lock held). True: the move has begun. */
+bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
 /* failover.c: start the failback move: the primary is recycled and
  * connected, fence the backup (mq lock held) */
 void r2cc_mig_fence_back(struct r2cc_mig_qp *mq);

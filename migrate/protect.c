@@ -381,8 +381,7 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		mq->bind_got = true;
 	}
 	/* Ours goes out either way: the peer learns our rail from it. */
-	if (mq->state == R2CC_PROT_BINDING && !mq->bind_sent &&
-	    send_bind(mq))
+	if (mq->state == R2CC_PROT_BINDING && !mq->bind_sent && send_bind(mq))
 		unprotected(mq, "the control channel failed");
 	if (ok)
 		try_ready(mq);

@@ -456,8 +456,7 @@ static const struct r2cc_status_qp *slot_at(const struct r2cc_status_hdr *h,
 }
 
 /* Call @fn on every live record of this user's: until it returns 0. */
-static int for_each_live(int (*fn)(const struct r2cc_status_hdr *h,
-				   void *arg),
+static int for_each_live(int (*fn)(const struct r2cc_status_hdr *h, void *arg),
 			 void *arg)
 {
 	const struct r2cc_status_hdr *h = NULL;

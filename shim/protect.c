@@ -163,8 +163,7 @@ static int pd_locate(const struct r2cc_pd *p, struct r2cc_mem_loc *loc)
 	r2cc_map_for_each(&r2cc_shim.reg, big_visit, &w);
 	if (!w.big)
 		return -ENOENT;
-	return r2cc_mem_locate("/sys", w.big->mr->addr, w.big->mr->length,
-			       loc);
+	return r2cc_mem_locate("/sys", w.big->mr->addr, w.big->mr->length, loc);
 }
 
 /*
@@ -241,10 +240,10 @@ void r2cc_qp_rtr(struct r2cc_qp *q)
 		return;
 	p = r2cc_lookup(q->qp->pd, R2CC_OBJ_PD);
 	memset(&d, 0, sizeof(d));
-	d.backup_rail = p && (q->attr_mask & IBV_QP_AV) &&
-					q->attr.ah_attr.is_global ?
-				backup_rail(p, q) :
-				-1;
+	d.backup_rail =
+		p && (q->attr_mask & IBV_QP_AV) && q->attr.ah_attr.is_global ?
+			backup_rail(p, q) :
+			-1;
 	if (d.backup_rail < 0) {
 		r2cc_mig_protect(q->mig, NULL); /* unprotected */
 		errno = saved;

@@ -8,7 +8,9 @@
 # black hole, one-sided cut, flap and 30% loss (0 mismatches, duplicates,
 # losses, order errors, errors), r2cc-ctl shows the QPs migrated; once a
 # failed rail is back for the hold, the QPs move back to it and are
-# protected again (the per-rail timeline shows the traffic return); both rails
+# protected again (the per-rail timeline shows the traffic return), and
+# when the backup's rail dies while the QPs run on it and theirs is back,
+# they move back at once; both rails
 # down fails the program in bounded time; ibv_rc_pingpong and perftest's
 # ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill, and so
 # does an Open MPI job over libfabric's verbs;ofi_rxm (checked messages); the
@@ -192,6 +194,30 @@ if [ "$NODE" = b ]; then
 	esac
 fi
 barrier fo.failback.cleared 60
+
+# The backup's rail fails while the QPs run on it and their own rail is
+# back (within the hold: no planned move yet): both ends move them back
+# to rail 0 at once, with no hold (an urgent move back), every byte
+# verified and no error seen.
+R0=$(rail_dev 0)
+R1=$(rail_dev 1)
+FO_ENV="R2CC_FAILBACK_HOLD_MS=60000" gen_fo fo.backupdies b sh -c \
+	"ip link set dev $R0 down; sleep 5; ip link set dev $R0 up; sleep 5; ip link set dev $R1 down"
+log=$LAB/$NODE.fo.backupdies.log
+n=$(grep -c 'moved back to rail 0' "$log")
+moved=$(grep -c 'moved to backup QP' "$log")
+if [ "$n" -gt 0 ] && [ "$n" = "$moved" ]; then
+	check pass fo.backupdies.back "$n QPs moved back at once; $(grep -m1 'moved back to rail 0' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')"
+else
+	check fail fo.backupdies.back "moved back $n of $moved: $(grep -E 'backup failed|abandon|did not happen|unprotected' "$log" | head -3)"
+fi
+if [ "$NODE" = b ]; then
+	fault_clear 0
+	fault_clear 1
+	wait_port_active 0 30
+	wait_port_active 1 30
+fi
+barrier fo.backupdies.cleared 60
 
 # 30% loss both ways on rail 0: RC retransmits; no error reaches the
 # program (a failover, if the loss ever beats 7 tries, is counted).
