@@ -137,7 +137,6 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	memmove(&mq->fb.moves_ns[1], &mq->fb.moves_ns[0],
 		sizeof(mq->fb.moves_ns) - sizeof(mq->fb.moves_ns[0]));
 	mq->fb.moves_ns[0] = now;
-	mq->fb.nmoves++;
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	r2cc_info("QP %#x: rail %d %s: moving back from rail %d", mq->qpn,
 		  mq->rail, mq->fb.urgent ? "up, its backup failed" : "healthy",

@@ -117,7 +117,6 @@ struct r2cc_mig_qp {
 		uint32_t rearm_psn; /* the peer's re-armed backup's sq_psn */
 		uint64_t not_before_ns; /* no proposal before (after ABORT) */
 		uint64_t moves_ns[R2CC_FB_MOVES]; /* the last moves back */
-		uint32_t nmoves;
 	} fb;
 };
 

@@ -123,6 +123,10 @@ void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
 /* The program destroys its QP: drop the backup (before the real destroy,
  * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
+/* Is @mq on its backup or being moved (its own QP's async events are
+ * r2cc's)? Does r2cc protect QPs whose primary is on @rail? */
+bool r2cc_mig_covers(const struct r2cc_mig_qp *mq);
+bool r2cc_mig_rail_covered(int rail);
 /* Protected QPs whose backup is on @rail: placement's load. */
 int r2cc_mig_rail_load(int rail);
 /* enum r2cc_prot_state of @mq */

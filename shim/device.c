@@ -89,11 +89,23 @@ R2CC_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	return ret;
 }
 
+/*
+ * Events of what r2cc took over do not reach the program: a QP running on
+ * its backup (or being moved), and the port of a rail whose QPs r2cc
+ * protects (its PORT_ERR is r2cc's to act on). Such an event is acked and
+ * the next one read: a non-blocking fd then says EAGAIN if there is none,
+ * a blocking one waits, as the caller asked.
+ */
 R2CC_EXPORT int ibv_get_async_event(struct ibv_context *ctx,
 				    struct ibv_async_event *ev)
 {
+	int ret;
+
 	R2CC_ENTER(ibv_get_async_event, -1, ctx, ev);
-	return r2cc_real.ibv_get_async_event(ctx, ev);
+	while (!(ret = r2cc_real.ibv_get_async_event(ctx, ev)) &&
+	       r2cc_async_hidden(ctx, ev))
+		r2cc_real.ibv_ack_async_event(ev);
+	return ret;
 }
 
 R2CC_EXPORT void ibv_ack_async_event(struct ibv_async_event *ev)

@@ -141,7 +141,8 @@ void r2cc_shim_protect_start(void)
 
 struct big_walk {
 	const struct r2cc_pd *p;
-	const struct r2cc_mr *big;
+	void *addr; /* copied under the map's lock: the MR may go */
+	size_t len;
 };
 
 static void big_visit(void *obj, void *arg)
@@ -150,8 +151,10 @@ static void big_visit(void *obj, void *arg)
 	struct big_walk *w = arg;
 
 	if (m->type == R2CC_OBJ_MR && m->pd == w->p && m->mr->addr &&
-	    (!w->big || m->mr->length > w->big->mr->length))
-		w->big = m;
+	    m->mr->length > w->len) {
+		w->addr = m->mr->addr;
+		w->len = m->mr->length;
+	}
 }
 
 /* Where @p's memory lives, by its largest MR (GPU and PCIe position, or
@@ -161,9 +164,9 @@ static int pd_locate(const struct r2cc_pd *p, struct r2cc_mem_loc *loc)
 	struct big_walk w = { .p = p };
 
 	r2cc_map_for_each(&r2cc_shim.reg, big_visit, &w);
-	if (!w.big)
+	if (!w.len)
 		return -ENOENT;
-	return r2cc_mem_locate("/sys", w.big->mr->addr, w.big->mr->length, loc);
+	return r2cc_mem_locate("/sys", w.addr, w.len, loc);
 }
 
 /*
@@ -264,4 +267,37 @@ int r2cc_qp_rts(struct r2cc_qp *q)
 	ret = r2cc_mig_rts(q->mig, &q->attr);
 	errno = saved;
 	return ret;
+}
+
+bool r2cc_async_hidden(struct ibv_context *ctx,
+		       const struct ibv_async_event *ev)
+{
+	struct r2cc_ctx *c;
+	struct r2cc_qp *q;
+
+	if (!r2cc_shim.protecting)
+		return false;
+	switch (ev->event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		q = r2cc_lookup(ev->element.qp, R2CC_OBJ_QP);
+		return q && r2cc_mig_covers(q->mig);
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_GID_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+		c = r2cc_lookup(ctx, R2CC_OBJ_CTX);
+		return c && c->rail >= 0 && r2cc_mig_rail_covered(c->rail);
+	default:
+		return false; /* CQ, SRQ, WQ and device events: the program's */
+	}
 }

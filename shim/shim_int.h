@@ -244,6 +244,9 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
  * RTS: its backup follows (0, or an error for a migrated QP's modify) */
 void r2cc_shim_protect_start(void);
 void r2cc_qp_rtr(struct r2cc_qp *q);
+/* protect.c: is @ev about what r2cc took over (not for the program)? */
+bool r2cc_async_hidden(struct ibv_context *ctx,
+		       const struct ibv_async_event *ev);
 int r2cc_qp_rts(struct r2cc_qp *q);
 void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
 			 bool sig_all);

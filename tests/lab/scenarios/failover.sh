@@ -108,6 +108,12 @@ gen_fo() {
 			check fail "$name.gen" "${line:-no summary line}"
 		fi
 	fi
+	# the failed rail's port events were r2cc's, not the program's
+	if grep -q 'async event' "$LAB/$NODE.$name.out"; then
+		check fail "$name.async" "$(grep -m2 'async event' "$LAB/$NODE.$name.out" | tr '\n' ' ')"
+	else
+		check pass "$name.async" "no async event reached the program"
+	fi
 	# r2cc's own account, on this node
 	if grep -q 'moved to backup QP' "$log"; then
 		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')"
