@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * failover.c with a scripted verbs table: QPs and CQs whose provider ops
+ * record what is posted and hand back scripted completions. The peer is
+ * played by calling r2cc_mig_got_failover() as the control thread would.
+ * Checked: the fenced primary's completions hidden, the replay decision
+ * from the peer's rq_psn, the backup's completions merged into the
+ * program's CQ with its qp_num and wr_ids in order, posts after the move
+ * going to the backup, an abandoned move giving back what it hid (in
+ * order, then flushes for what was posted meanwhile), and r2cc's own
+ * completion-event WR never reaching the program.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mig_int.h"
+
+#define PEER 0x1234
+#define PEER_QPN 0x22
+#define MAXW 32
+
+struct fake_qp {
+	struct ibv_qp qp; /* first: the ops get &qp */
+	uint64_t sent[MAXW], recvd[MAXW];
+	int nsent, nrecv;
+	enum ibv_qp_state state;
+};
+
+struct fake_cq {
+	struct ibv_cq cq;
+	struct ibv_wc wc[MAXW];
+	int head, n;
+};
+
+static struct ibv_context ctx;
+static struct fake_qp prim, back;
+static struct fake_cq bcq;
+static uint32_t fence_rq_psn = 0x900;
+
+static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad)
+{
+	struct fake_qp *f = (struct fake_qp *)qp;
+
+	(void)bad;
+	for (; wr; wr = wr->next)
+		if (f->nsent < MAXW)
+			f->sent[f->nsent++] = wr->wr_id;
+	return 0;
+}
+
+static int f_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		       struct ibv_recv_wr **bad)
+{
+	struct fake_qp *f = (struct fake_qp *)qp;
+
+	(void)bad;
+	for (; wr; wr = wr->next)
+		if (f->nrecv < MAXW)
+			f->recvd[f->nrecv++] = wr->wr_id;
+	return 0;
+}
+
+static int f_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct fake_cq *f = (struct fake_cq *)cq;
+	int got = 0;
+
+	while (got < n && f->head < f->n)
+		wc[got++] = f->wc[f->head++];
+	return got;
+}
+
+static int f_req_notify(struct ibv_cq *cq, int solicited)
+{
+	(void)cq;
+	(void)solicited;
+	return 0;
+}
+
+static int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	if (mask & IBV_QP_STATE)
+		((struct fake_qp *)qp)->state = a->qp_state;
+	return 0;
+}
+
+static int f_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+		      struct ibv_qp_init_attr *init)
+{
+	(void)qp;
+	(void)mask;
+	(void)init;
+	a->rq_psn = fence_rq_psn;
+	return 0;
+}
+
+static int f_destroy(void *obj)
+{
+	(void)obj;
+	return 0;
+}
+
+static int f_lkey_xlate(const void *pd, int rail, uint32_t lkey, uint32_t *out)
+{
+	(void)pd;
+	(void)rail;
+	*out = lkey | 0x10000;
+	return 0;
+}
+
+static void add_wc(struct fake_cq *f, uint64_t wr_id, enum ibv_wc_status st,
+		   enum ibv_wc_opcode op, uint32_t qpn)
+{
+	struct ibv_wc *w = &f->wc[f->n++];
+
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr_id;
+	w->status = st;
+	w->opcode = op;
+	w->qp_num = qpn;
+}
+
+static struct r2cc_mig_cq *mc;
+static struct r2cc_mig_qp *mq;
+
+/* The module on (a loopback control channel nobody else talks to), and
+ * one protected QP, READY, at RTS with its send log at PSN 0x500. */
+static void setup(void)
+{
+	static const struct r2cc_mig_verbs v = {
+		.modify_qp = f_modify_qp,
+		.query_qp = f_query_qp,
+		.destroy_qp = (int (*)(struct ibv_qp *))f_destroy,
+		.destroy_cq = (int (*)(struct ibv_cq *))f_destroy,
+	};
+	static const struct r2cc_mig_env env = { .lkey_xlate = f_lkey_xlate };
+	struct ibv_qp_cap cap = { .max_send_wr = 8,
+				  .max_recv_wr = 8,
+				  .max_send_sge = 1,
+				  .max_recv_sge = 1 };
+	char secret[64], port[32], *envp[4];
+	struct r2cc_config cfg;
+	struct ibv_qp_attr a;
+	FILE *f;
+
+	snprintf(secret, sizeof(secret), "/tmp/r2cc-test-fo.%d", getpid());
+	f = fopen(secret, "w");
+	cr_assert(f);
+	fprintf(f, "%064d", 7);
+	fclose(f);
+	cr_assert_eq(chmod(secret, 0600), 0);
+	snprintf(port, sizeof(port), "R2CC_CTRL_PORT=%d",
+		 30000 + getpid() % 20000);
+	envp[0] = port;
+	envp[1] = malloc(sizeof(secret) + 32);
+	sprintf(envp[1], "R2CC_SECRET_FILE=%s", secret);
+	envp[2] = "R2CC_LOG=err";
+	envp[3] = NULL;
+	cr_assert_eq(r2cc_config_load(&cfg, envp), 0);
+	free(envp[1]);
+	cr_assert_eq(r2cc_mig_start(&cfg, &v, &env, NULL, 0), 0);
+	unlink(secret);
+
+	ctx.ops.post_send = f_post_send;
+	ctx.ops.post_recv = f_post_recv;
+	ctx.ops.poll_cq = f_poll_cq;
+	ctx.ops.req_notify_cq = f_req_notify;
+	memset(&prim, 0, sizeof(prim));
+	memset(&back, 0, sizeof(back));
+	memset(&bcq, 0, sizeof(bcq));
+	prim.qp.context = back.qp.context = bcq.cq.context = &ctx;
+	prim.qp.qp_num = 0x11;
+	back.qp.qp_num = 0x51;
+	mc = r2cc_mig_cq_new(16);
+	cr_assert(mc);
+	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, NULL);
+	cr_assert(mq);
+	/* What protect.c's bind would have left. */
+	mq->bqp = &back.qp;
+	mq->bscq = mq->brcq = &bcq.cq;
+	mq->peer = PEER;
+	mq->dest_qpn = PEER_QPN;
+	mq->rail = 0;
+	mq->backup_rail = 1;
+	mq->bpsn = 0x100;
+	mq->bmtu = IBV_MTU_1024;
+	r2cc_mig_set_state(mq, R2CC_PROT_READY);
+	memset(&a, 0, sizeof(a));
+	a.path_mtu = IBV_MTU_1024;
+	a.sq_psn = 0x500;
+	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
+	cr_assert_eq(back.state, IBV_QPS_RTS, "the backup follows to RTS");
+}
+
+static void teardown(void)
+{
+	r2cc_mig_release(mq);
+	free(mq); /* no polling thread here to hold on to it */
+	r2cc_mig_cq_free(mc);
+	r2cc_mig_stop();
+}
+
+static void post(uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+}
+
+static void peer_says(uint8_t type, bool valid, uint32_t rq_psn, uint64_t recvs)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = type;
+	m.failover.qpn = PEER_QPN;
+	m.failover.reason = R2CC_CTRL_WHY_PEER;
+	m.failover.flags = valid ? R2CC_CTRL_FO_PSN_VALID : 0;
+	m.failover.rq_psn = rq_psn;
+	m.failover.recvs = recvs;
+	pthread_mutex_lock(&ps.lock); /* as on_msg() holds it */
+	r2cc_mig_got_failover(PEER, &m);
+	pthread_mutex_unlock(&ps.lock);
+}
+
+static int primary_wc(uint64_t wr_id, enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = wr_id;
+	wc.status = st;
+	wc.opcode = IBV_WC_SEND;
+	wc.qp_num = prim.qp.qp_num;
+	return r2cc_mig_wc(mq, mc, &wc);
+}
+
+Test(failover, hides_the_fenced_primary_and_merges_the_backup_in_order,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+	int n;
+
+	post(1);
+	post(2);
+	post(3); /* PSNs 0x500, 0x501, 0x502 */
+	cr_assert_eq(prim.nsent, 3);
+	cr_assert_eq(primary_wc(1, IBV_WC_SUCCESS), 1, "delivered");
+	/* The path dies: the error is r2cc's, the primary fenced. */
+	cr_assert_eq(primary_wc(2, IBV_WC_RETRY_EXC_ERR), 0, "hidden");
+	cr_assert_eq(prim.state, IBV_QPS_ERR);
+	cr_assert_eq(back.nsent, 0, "nothing replayed before the peer's psn");
+	/* The peer executed up to, not including, 0x501: 2 and 3 replay. */
+	peer_says(R2CC_CTRL_FAILOVER, true, 0x501, 0);
+	cr_assert_eq(back.nsent, 2);
+	cr_assert_eq(back.sent[0], 2);
+	cr_assert_eq(back.sent[1], 3);
+	cr_assert_eq(primary_wc(3, IBV_WC_WR_FLUSH_ERR), 0, "hidden");
+	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x501, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	/* The backup's completions, in the program's terms. */
+	add_wc(&bcq, 2, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	add_wc(&bcq, 3, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	n = r2cc_mig_poll_more(mc, 8, wc);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(wc[0].wr_id, 2);
+	cr_assert_eq(wc[1].wr_id, 3);
+	cr_assert_eq(wc[0].qp_num, prim.qp.qp_num);
+	cr_assert_eq(wc[1].qp_num, prim.qp.qp_num);
+	/* A late flush of the old primary stays hidden; new work goes to
+	 * the backup. */
+	cr_assert_eq(primary_wc(3, IBV_WC_WR_FLUSH_ERR), 0);
+	post(4);
+	cr_assert_eq(prim.nsent, 3);
+	cr_assert_eq(back.nsent, 3);
+	cr_assert_eq(back.sent[2], 4);
+}
+
+Test(failover, work_the_peer_executed_completes_without_a_replay, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+
+	post(1);
+	post(2);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	/* The peer executed both (its rq_psn is past 0x501): no replay,
+	 * two successes synthesised, in order. */
+	peer_says(R2CC_CTRL_FAILOVER, true, 0x502, 0);
+	cr_assert_eq(back.nsent, 0);
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 2);
+	cr_assert_eq(wc[0].wr_id, 1);
+	cr_assert_eq(wc[1].wr_id, 2);
+	cr_assert_eq(wc[0].status, IBV_WC_SUCCESS);
+	cr_assert_eq(wc[0].qp_num, prim.qp.qp_num);
+}
+
+Test(failover, a_refused_move_gives_back_what_it_hid_in_order, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+
+	post(1);
+	post(2);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	cr_assert_eq(primary_wc(2, IBV_WC_WR_FLUSH_ERR), 0);
+	post(3); /* fenced: logged, posted nowhere */
+	cr_assert_eq(prim.nsent, 2);
+	cr_assert_eq(back.nsent, 0);
+	peer_says(R2CC_CTRL_FAILOVER, false, 0, 0); /* it cannot move */
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 3);
+	cr_assert_eq(wc[0].wr_id, 1);
+	cr_assert_eq(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+	cr_assert_eq(wc[1].wr_id, 2);
+	cr_assert_eq(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+	cr_assert_eq(wc[2].wr_id, 3);
+	cr_assert_eq(wc[2].status, IBV_WC_WR_FLUSH_ERR);
+	/* From now on the program's QP is its own. */
+	cr_assert_eq(primary_wc(9, IBV_WC_WR_FLUSH_ERR), 1);
+}
+
+Test(failover, the_event_wr_never_reaches_the_program, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+	cr_assert_eq(primary_wc(R2CC_RING_WRID, IBV_WC_WR_FLUSH_ERR), 0);
+	cr_assert_eq(primary_wc(R2CC_RING_WRID, IBV_WC_LOC_QP_OP_ERR), 0);
+}
