@@ -21,9 +21,6 @@
  * slides (bounded migrations, no storm). */
 #define R2CC_FB_MOVES 3
 #define R2CC_FB_WINDOW_MS 60000
-/* The wr_id of the zero-length WR r2cc posts on a program's QP in ERR to
- * make its CQ raise a completion event (its flush is never delivered). */
-#define R2CC_RING_WRID 0x7232636372696e67ULL /* "r2ccring" */
 #define MAX_PEER_MRS 4096
 #define MAX_EARLY 256
 

@@ -17,6 +17,10 @@
 #include "ctrl_msg.h"
 #include "policy.h"
 
+/* The wr_id of the zero-length WR r2cc posts on a program's QP in ERR to
+ * make its CQ raise a completion event (its flush is never delivered). */
+#define R2CC_RING_WRID 0x7232636372696e67ULL /* "r2ccring" */
+
 /* The real libibverbs entry points migrate calls. */
 struct r2cc_mig_verbs {
 	struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe,

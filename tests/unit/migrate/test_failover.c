@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mig_int.h"
+#include "mig_test.h"
 
 #define PEER 0x1234
 #define PEER_QPN 0x22
@@ -181,15 +181,7 @@ static void setup(void)
 	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, NULL);
 	cr_assert(mq);
 	/* What protect.c's bind would have left. */
-	mq->bqp = &back.qp;
-	mq->bscq = mq->brcq = &bcq.cq;
-	mq->peer = PEER;
-	mq->dest_qpn = PEER_QPN;
-	mq->rail = 0;
-	mq->backup_rail = 1;
-	mq->bpsn = 0x100;
-	mq->bmtu = IBV_MTU_1024;
-	r2cc_mig_set_state(mq, R2CC_PROT_READY);
+	r2cc_mig_test_bound(mq, &back.qp, &bcq.cq, PEER, PEER_QPN, 0x100);
 	memset(&a, 0, sizeof(a));
 	a.path_mtu = IBV_MTU_1024;
 	a.sq_psn = 0x500;
@@ -200,7 +192,7 @@ static void setup(void)
 static void teardown(void)
 {
 	r2cc_mig_release(mq);
-	free(mq); /* no polling thread here to hold on to it */
+	r2cc_mig_test_free(mq);
 	r2cc_mig_cq_free(mc);
 	r2cc_mig_stop();
 }
@@ -229,9 +221,7 @@ static void peer_says(uint8_t type, bool valid, uint32_t rq_psn, uint64_t recvs)
 	m.failover.flags = valid ? R2CC_CTRL_FO_PSN_VALID : 0;
 	m.failover.rq_psn = rq_psn;
 	m.failover.recvs = recvs;
-	pthread_mutex_lock(&ps.lock); /* as on_msg() holds it */
-	r2cc_mig_got_failover(PEER, &m);
-	pthread_mutex_unlock(&ps.lock);
+	r2cc_mig_test_peer_says(PEER, &m);
 }
 
 static int primary_wc(uint64_t wr_id, enum ibv_wc_status st)

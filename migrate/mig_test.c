@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mig_test.c - the test seams of mig_test.h (built into the unit test only).
+ */
+#include <stdlib.h>
+
+#include "mig_int.h"
+#include "mig_test.h"
+
+void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
+			 struct ibv_cq *bcq, uint64_t peer, uint32_t dest_qpn,
+			 uint32_t bpsn)
+{
+	pthread_mutex_lock(&mq->lock);
+	mq->bqp = bqp;
+	mq->bscq = mq->brcq = bcq;
+	mq->peer = peer;
+	mq->dest_qpn = dest_qpn;
+	mq->rail = 0;
+	mq->backup_rail = 1;
+	mq->bpsn = bpsn;
+	mq->bmtu = IBV_MTU_1024;
+	r2cc_mig_set_state(mq, R2CC_PROT_READY);
+	pthread_mutex_unlock(&mq->lock);
+}
+
+void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	pthread_mutex_lock(&ps.lock);
+	r2cc_mig_got_failover(peer, m);
+	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_test_free(struct r2cc_mig_qp *mq)
+{
+	pthread_mutex_destroy(&mq->lock);
+	free(mq);
+}

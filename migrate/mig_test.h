@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mig_test.h - seams for tests/unit/migrate/test_failover.c (mig_test.c is
+ * built into that test only, never into the library): what the bind with a
+ * peer would have set up, and the peer's messages as the control thread
+ * delivers them.
+ */
+#ifndef R2CC_MIG_TEST_H
+#define R2CC_MIG_TEST_H
+
+#include "migrate.h"
+#include "protect.h"
+
+/* @mq bound: backup @bqp completing on @bcq (both directions), the peer's
+ * id @peer and its QP @dest_qpn, the backup's first PSN @bpsn (MTU 1024);
+ * state READY. */
+void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
+			 struct ibv_cq *bcq, uint64_t peer, uint32_t dest_qpn,
+			 uint32_t bpsn);
+/* A FAILOVER or FAILOVER_ACK from @peer, under the module lock. */
+void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m);
+/* Free @mq after r2cc_mig_release() (no poller can hold it in a test). */
+void r2cc_mig_test_free(struct r2cc_mig_qp *mq);
+
+#endif /* R2CC_MIG_TEST_H */
