@@ -43,9 +43,18 @@ static bool budget_left(const struct r2cc_mig_qp *mq, uint64_t now)
 	return n < R2CC_FB_MOVES;
 }
 
-/* Not now: proposals dropped, the next one after another hold. */
+/* Not now: proposals dropped, the next one after another hold. A primary
+ * recycled for this round goes back to ERR: completion events of the
+ * backup ring the program's CQ through it (failover.c). */
 static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
 {
+	if (mq->fb.recycled) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+		if (!ps.v.modify_qp(mq->qp, &a, IBV_QP_STATE))
+			mq->perr = true;
+		mq->fb.recycled = false;
+	}
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	mq->fb.peer_recovered = false;
 	mq->fb.ready = mq->fb.peer_ready = false;
@@ -113,6 +122,7 @@ static int recycle(struct r2cc_mig_qp *mq)
 static void go(struct r2cc_mig_qp *mq)
 {
 	mq->fb.ready = mq->fb.peer_ready = false;
+	mq->fb.recycled = false; /* the move's from now on */
 	r2cc_mig_fence_back(mq);
 }
 
@@ -124,6 +134,7 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	int ret = recycle(mq);
 
 	if (ret) {
+		mq->fb.recycled = true; /* partly: fb_reset puts it in ERR */
 		r2cc_err("QP %#x: primary not recycled (%s): stays on its "
 			 "backup",
 			 mq->qpn, strerror(ret));
@@ -137,7 +148,10 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	memmove(&mq->fb.moves_ns[1], &mq->fb.moves_ns[0],
 		sizeof(mq->fb.moves_ns) - sizeof(mq->fb.moves_ns[0]));
 	mq->fb.moves_ns[0] = now;
+	/* One round's evidence is not the next's. */
 	mq->fb.proposed = mq->fb.peer_proposed = false;
+	mq->fb.peer_recovered = false;
+	mq->fb.recycled = true;
 	r2cc_info("QP %#x: rail %d %s: moving back from rail %d", mq->qpn,
 		  mq->rail, mq->fb.urgent ? "up, its backup failed" : "healthy",
 		  mq->backup_rail);
@@ -208,7 +222,7 @@ bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq)
 		r2cc_mig_hold_start(mq);
 	if (!mq->fb.proposed && !mq->fb.ready)
 		propose(mq, R2CC_CTRL_FB_URGENT | R2CC_CTRL_FB_RECOVERED, now);
-	return true;
+	return mq->fb.urgent; /* false: it failed at once */
 }
 
 /*

@@ -419,6 +419,8 @@ void r2cc_mig_hold_start(struct r2cc_mig_qp *mq)
 		mq->held_cap = 0;
 }
 
+static void ring(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc);
+
 void r2cc_mig_give_back(struct r2cc_mig_qp *mq)
 {
 	uint32_t i;
@@ -431,6 +433,9 @@ void r2cc_mig_give_back(struct r2cc_mig_qp *mq)
 		r2cc_err("QP %#x: %llu hidden completions could not be kept",
 			 mq->qpn, (unsigned long long)mq->held_lost);
 	unhold(mq);
+	ring(mq, mq->scq); /* a program asleep on its channel sees them */
+	if (mq->rcq != mq->scq)
+		ring(mq, mq->rcq);
 }
 
 /* A completion of a fenced or retired incarnation: the receives the
@@ -454,7 +459,7 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	bool recv = wc->opcode & IBV_WC_RECV;
 	int keep = 1, err;
 
-	if (wc->wr_id == R2CC_RING_WRID && wc->status != IBV_WC_SUCCESS)
+	if (wc->wr_id == R2CC_RING_WRID)
 		return 0; /* r2cc's own: see ring() */
 	pthread_mutex_lock(&mq->lock);
 	if (!mq->logging)
@@ -649,18 +654,17 @@ static void arm_backups(struct r2cc_mig_qp *mq)
 
 void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc)
 {
-	int i, nq = __atomic_load_n(&mc->nqps, __ATOMIC_ACQUIRE);
+	int i;
 
 	atomic_store(&mc->armed, 1);
-	/* Lock-free, as r2cc_mig_poll_more() reads the list: arming a CQ
-	 * that was just detached is harmless. */
-	for (i = 0; i < nq; i++) {
-		struct ibv_cq *bcq =
-			__atomic_load_n(&mc->bcq[i], __ATOMIC_ACQUIRE);
-
-		if (bcq)
-			bcq->context->ops.req_notify_cq(bcq, 0);
-	}
+	if (!__atomic_load_n(&mc->nqps, __ATOMIC_ACQUIRE))
+		return;
+	/* Under the list's lock: a QP being destroyed detaches its backup
+	 * CQs (under it) before it destroys them. */
+	pthread_mutex_lock(&mc->lock);
+	for (i = 0; i < mc->nqps; i++)
+		mc->bcq[i]->context->ops.req_notify_cq(mc->bcq[i], 0);
+	pthread_mutex_unlock(&mc->lock);
 }
 
 void r2cc_mig_ring_ready(int fd, void *arg)
@@ -1130,7 +1134,8 @@ void r2cc_mig_tick(void)
 	struct r2cc_mig_qp *mq;
 	uint64_t now;
 
-	if (ps.failback && atomic_load_explicit(&ps.away, memory_order_relaxed))
+	/* (urgent moves back are bounded there even without failback) */
+	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();
 	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed))
 		return;

@@ -107,6 +107,7 @@ struct r2cc_mig_qp {
 		bool proposed, peer_proposed;
 		bool peer_recovered; /* its PROPOSE said its rail came back */
 		bool ready, peer_ready; /* primaries recycled (READY) */
+		bool recycled; /* ours, for this round, not fenced back yet */
 		bool urgent; /* the backup failed: no hold, no evidence */
 		uint64_t urgent_ns; /* when that was seen */
 		uint32_t psn, peer_psn; /* the recycled primaries' sq_psn */

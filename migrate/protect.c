@@ -133,9 +133,10 @@ static int backup_rtr(struct r2cc_mig_qp *mq)
 
 /* The program's QP is at RTS and the backup at RTR: the backup follows,
  * with the program's own timeout and retries. Not capped like the
- * primary's: there is no move from the backup yet, so capping would only
- * turn what the program would ride out (a stall; 7 is endless on rxe)
- * into an error it would not have seen. */
+ * primary's: the only move from the backup is back to the primary (when
+ * the backup's rail goes down, or a path error shows on it), so capping
+ * would mostly turn what the program would ride out (a stall; 7 is
+ * endless on rxe) into an error it would not have seen. */
 static int backup_rts(struct r2cc_mig_qp *mq)
 {
 	struct ibv_qp_attr a;
@@ -227,14 +228,15 @@ int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
 
 	/* What the fenced incarnation left (flushes; its consumed receives
 	 * went to the program when it moved back) must not meet the next
-	 * failover: the CQs are emptied (bounded: at most their size). */
+	 * failover: RESET (no more flushes), then the CQs emptied (bounded:
+	 * at most their size). */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	ret = ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE);
 	for (c = 0; c < 2; c++)
 		while (cqs[c] &&
 		       cqs[c]->context->ops.poll_cq(cqs[c], 16, wc) > 0)
 			;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RESET;
-	ret = ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE);
 	if (!ret)
 		ret = backup_init(mq, mq->attr.qp_access_flags);
 	if (ret)
