@@ -207,16 +207,16 @@ bool r2cc_mig_rail_covered(int rail)
 	return yes;
 }
 
-int r2cc_mig_rail_load(int rail)
+void r2cc_mig_rail_loads(uint32_t *n, int nrail)
 {
 	struct r2cc_mig_qp *mq;
-	int n = 0;
 
 	pthread_mutex_lock(&ps.lock);
 	for (mq = ps.qps; mq; mq = mq->next)
-		n += mq->logging && mq->backup_rail == rail;
+		if (mq->logging && mq->backup_rail >= 0 &&
+		    mq->backup_rail < nrail)
+			n[mq->backup_rail]++;
 	pthread_mutex_unlock(&ps.lock);
-	return n;
 }
 
 int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)

@@ -131,8 +131,9 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq);
  * r2cc's)? Does r2cc protect QPs whose primary is on @rail? */
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq);
 bool r2cc_mig_rail_covered(int rail);
-/* Protected QPs whose backup is on @rail: placement's load. */
-int r2cc_mig_rail_load(int rail);
+/* Add to @n[r], for each rail r < @nrail, this process's protected QPs
+ * whose backup is on r: placement's load. */
+void r2cc_mig_rail_loads(uint32_t *n, int nrail);
 /* enum r2cc_prot_state of @mq */
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq);
 

@@ -521,34 +521,36 @@ int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
 }
 
 struct load_arg {
-	int rail;
-	uint32_t n;
+	uint32_t *n;
+	int nrail;
 };
 
 static int load_in(const struct r2cc_status_hdr *h, void *arg)
 {
 	struct load_arg *l = arg;
 	uint32_t i, st;
+	int rail;
 
 	if (h->pid == getpid())
 		return -ENOENT; /* the caller counts its own */
 	for (i = 0; i < h->nqps; i++) {
 		const struct r2cc_status_qp *q = slot_at(h, i);
 
-		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1 ||
-		    atomic_load(&q->backup_rail) != l->rail)
+		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1)
 			continue;
+		rail = atomic_load(&q->backup_rail);
 		st = atomic_load(&q->prot);
-		l->n += st == R2CC_PROT_BINDING || st == R2CC_PROT_READY ||
-			st == R2CC_PROT_MIGRATED;
+		if (rail >= 0 && rail < l->nrail &&
+		    (st == R2CC_PROT_BINDING || st == R2CC_PROT_READY ||
+		     st == R2CC_PROT_MIGRATED))
+			l->n[rail]++;
 	}
 	return -ENOENT; /* on to the next record */
 }
 
-uint32_t r2cc_status_rail_load(int rail)
+void r2cc_status_rail_loads(uint32_t *n, int nrail)
 {
-	struct load_arg l = { rail, 0 };
+	struct load_arg l = { n, nrail };
 
 	for_each_live(load_in, &l);
-	return l.n;
 }

@@ -154,9 +154,10 @@ void r2cc_status_ctrl(uint64_t id, uint16_t port);
 int r2cc_status_find_qp(const char *dev, uint32_t qpn, uint64_t *id,
 			uint16_t *port, uint32_t *pid);
 
-/* Backups on rail @rail (this node's rail index) of the user's other live
- * r2cc processes: the node-wide load placement weighs. */
-uint32_t r2cc_status_rail_load(int rail);
+/* Add to @n[r], for each of this node's rails r < @nrail, the backups on
+ * it of the user's other live r2cc processes (one pass over their
+ * records): the node-wide load placement weighs. */
+void r2cc_status_rail_loads(uint32_t *n, int nrail);
 
 /* Reader (r2cc-ctl): one process's record, copied consistently. */
 struct r2cc_status_snap {

@@ -179,23 +179,24 @@ static int pd_locate(const struct r2cc_pd *p, struct r2cc_mem_loc *loc)
 static int backup_rail(const struct r2cc_pd *p, const struct r2cc_qp *q)
 {
 	struct r2cc_place_rail rails[R2CC_MAX_RAILS];
+	uint32_t load[R2CC_MAX_RAILS] = { 0 };
 	const struct ibv_ah_attr *ah = &q->attr.ah_attr;
 	struct r2cc_mem_loc loc, *lp = NULL;
 	union ibv_gid gid;
 	uint64_t salt = 0;
 	int r, n = 0;
 
+	/* the node's load: this process's backups and the others' */
+	r2cc_mig_rail_loads(load, r2cc_shim.nrail);
+	r2cc_status_rail_loads(load, r2cc_shim.nrail);
 	for (r = 0; r < r2cc_shim.nrail; r++) {
-		struct r2cc_health_info h = r2cc_health_get(r);
-
 		if (r != q->rail && (!p->shadow[r] || !r2cc_rail_ctx(r)))
 			continue;
 		rails[n] = r2cc_shim.dev[r].place;
 		rails[n].index = r;
-		rails[n].up = r == q->rail || h.state != R2CC_RAIL_DOWN;
-		/* the node's: this process's and the others' */
-		rails[n++].backups = (uint32_t)r2cc_mig_rail_load(r) +
-				     r2cc_status_rail_load(r);
+		rails[n].up = r == q->rail ||
+			      r2cc_health_get(r).state != R2CC_RAIL_DOWN;
+		rails[n++].backups = load[r];
 	}
 	if (!ibv_query_gid(q->qp->context, ah->port_num ? ah->port_num : 1,
 			   ah->grh.sgid_index, &gid))
