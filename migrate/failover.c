@@ -162,25 +162,24 @@ static int primary_recv(struct r2cc_mig_qp *mq, const struct ibv_recv_wr *wr)
 
 /*
  * Where the program's sends (receives) go now: 0 the primary, 1 the
- * backup, -1 nowhere yet (fenced, the move not made: logged, and posted
- * by the move). A QP no longer logging stays where it was.
+ * backup, -1 nowhere yet (fenced, and that direction not moved yet:
+ * @moved is replayed or reposted; logged, and posted by the move). A QP
+ * no longer logging stays where it was.
  */
-static int send_side(const struct r2cc_mig_qp *mq)
+static int side_of(const struct r2cc_mig_qp *mq, bool moved)
 {
 	if (!mq->fenced)
 		return mq->on_backup;
-	if (mq->replayed)
+	if (moved)
 		return !mq->on_backup;
 	return mq->logging ? -1 : mq->on_backup;
 }
 
-static int recv_side(const struct r2cc_mig_qp *mq)
+/* The program's CQ a completion of @mq belongs to. */
+static struct r2cc_mig_cq *prog_cq(const struct r2cc_mig_qp *mq,
+				   const struct ibv_wc *wc)
 {
-	if (!mq->fenced)
-		return mq->on_backup;
-	if (mq->reposted)
-		return !mq->on_backup;
-	return mq->logging ? -1 : mq->on_backup;
+	return wc->opcode & IBV_WC_RECV ? mq->rcq : mq->scq;
 }
 
 /* Is the incarnation on @backup (0 the primary, 1 the backup) a fenced or
@@ -202,7 +201,7 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 
 	pthread_mutex_lock(&mq->lock);
 	mq->psend = post;
-	side = send_side(mq);
+	side = side_of(mq, mq->replayed);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
 		if (ret)
@@ -246,7 +245,7 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 
 	pthread_mutex_lock(&mq->lock);
 	mq->precv = post;
-	side = recv_side(mq);
+	side = side_of(mq, mq->reposted);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
 		if (ret)
@@ -433,7 +432,11 @@ void r2cc_mig_give_back(struct r2cc_mig_qp *mq)
 		r2cc_err("QP %#x: %llu hidden completions could not be kept",
 			 mq->qpn, (unsigned long long)mq->held_lost);
 	unhold(mq);
-	ring(mq, mq->scq); /* a program asleep on its channel sees them */
+}
+
+void r2cc_mig_wake(struct r2cc_mig_qp *mq)
+{
+	ring(mq, mq->scq);
 	if (mq->rcq != mq->scq)
 		ring(mq, mq->rcq);
 }
@@ -523,16 +526,13 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	if (!mq->logging) {
 		/* Abandoned, or logging stopped: as the provider said it. */
 	} else if (is_old(mq, 1)) {
-		got = old_wc(mq, wc->opcode & IBV_WC_RECV ? mq->rcq : mq->scq,
-			     wc) ?
-			      1 :
-			      -1;
+		got = old_wc(mq, prog_cq(mq, wc), wc) ? 1 : -1;
 	} else if (wc->status != IBV_WC_SUCCESS &&
 		   (mq->fb.urgent ||
 		    (path_fault(wc->status) && r2cc_mig_fb_urgent(mq)))) {
 		/* The backup failed and the primary's rail is up: the QP
 		 * moves back at once; this is covered by the move. */
-		hold(mq, wc->opcode & IBV_WC_RECV ? mq->rcq : mq->scq, wc);
+		hold(mq, prog_cq(mq, wc), wc);
 		got = -1;
 	} else if (wc->status != IBV_WC_SUCCESS) {
 		/* The backup failed too: the native error, as without r2cc. */
@@ -818,8 +818,7 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 	for (i = rs.outstanding - mq->unposted_recvs; i < rs.outstanding; i++)
 		if ((r = r2cc_recvlog_peek(mq->rlog, i)))
 			synth_recv(mq, &r->wr);
-	ring(mq, mq->scq);
-	ring(mq, mq->rcq);
+	r2cc_mig_wake(mq); /* after the last push: a sleeper sees all */
 	mq->logging = false;
 	atomic_fetch_sub(&ps.waiting, 1);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
@@ -947,8 +946,7 @@ static void backup_drain(struct r2cc_mig_qp *mq)
 
 	for (;;) {
 		if (mq->brcq->context->ops.poll_cq(mq->brcq, 1, &wc) > 0) {
-			struct r2cc_mig_cq *mc =
-				wc.opcode & IBV_WC_RECV ? mq->rcq : mq->scq;
+			struct r2cc_mig_cq *mc = prog_cq(mq, &wc);
 
 			wc.qp_num = mq->qpn;
 			if (old_wc(mq, mc, &wc) &&

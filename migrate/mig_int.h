@@ -166,6 +166,9 @@ bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms);
 void r2cc_mig_hold_start(struct r2cc_mig_qp *mq);
 /* failover.c: what was hidden goes to the program, in order (lock held) */
 void r2cc_mig_give_back(struct r2cc_mig_qp *mq);
+/* failover.c: a program asleep on @mq's CQs' channel is woken to poll
+ * what r2cc stashed for it (lock held; after the last push) */
+void r2cc_mig_wake(struct r2cc_mig_qp *mq);
 /* failback.c: the backup failed while the QP runs on it: move back now if
  * the primary's rail is up (lock held). True: the move has begun. */
 bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
