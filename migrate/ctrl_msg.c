@@ -204,7 +204,8 @@ static void x_body(struct cur *c, struct r2cc_ctrl_msg *m)
 		x32(c, &m->qp_bind.psn);
 		x8(c, &m->qp_bind.rail);
 		x8(c, &m->qp_bind.mtu);
-		x_rsv(c, 2);
+		x8(c, &m->qp_bind.flags);
+		x_rsv(c, 1);
 		break;
 	case R2CC_CTRL_MR_KEYS:
 		x_mr_keys(c, m);
@@ -268,7 +269,8 @@ static bool addrs_ok(const struct r2cc_ctrl_addr *a, uint8_t n)
 static bool failover_ok(const struct r2cc_ctrl_failover *f)
 {
 	if (f->qpn > MASK24 || f->reason >= R2CC_CTRL_NREASONS ||
-	    f->flags & ~R2CC_CTRL_FO_PSN_VALID || f->rq_psn > MASK24)
+	    f->flags & ~(R2CC_CTRL_FO_PSN_VALID | R2CC_CTRL_FO_RECV_TAKEN) ||
+	    f->rq_psn > MASK24)
 		return false;
 	return f->flags & R2CC_CTRL_FO_PSN_VALID || !f->rq_psn;
 }
@@ -306,7 +308,8 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		       m->qp_bind.peer.qpn <= MASK24 &&
 		       m->qp_bind.backup.qpn <= MASK24 &&
 		       m->qp_bind.psn <= MASK24 && rail_ok(m->qp_bind.rail) &&
-		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5;
+		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5 &&
+		       !(m->qp_bind.flags & ~R2CC_CTRL_BIND_PINNED);
 	case R2CC_CTRL_MR_KEYS:
 		if (m->mr_keys.n > R2CC_CTRL_MAX_MRS ||
 		    m->mr_keys.rail >= R2CC_CTRL_RAIL_MAX)

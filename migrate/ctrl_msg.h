@@ -30,13 +30,15 @@
  *                   pid u32 | owner id u64 | naddr x addr (none if !found)
  *  4 QP_BIND:       qpn u32 | gid 16 (local primary) | qpn u32 | gid 16
  *                   (peer primary) | qpn u32 | gid 16 (backup) | psn u32 |
- *                   rail u8 | mtu u8 (1..5, enum ibv_mtu) | rsv u16
+ *                   rail u8 | mtu u8 (1..5, enum ibv_mtu) | flags u8
+ *                   (bit 0: the rail is pinned) | rsv u8
  *  5 MR_KEYS:       n u16 (<= 256) | rail u8 (< 16: the shadows') | rsv u8 |
  *                   n x (rkey u32 | backup rkey u32 | addr u64 | len u64),
  *                   addr + len no overflow
  *  6 MR_INVALIDATE: n u16 (<= 256) | rsv u16 | n x rkey u32
  *  7 FAILOVER,
- *  8 FAILOVER_ACK:  qpn u32 | reason u8 | flags u8 (bit 0: rq_psn valid) |
+ *  8 FAILOVER_ACK:  qpn u32 | reason u8 | flags u8 (bit 0: rq_psn valid,
+ *                   bit 1: ACK only: a receive is taken, see below) |
  *                   rsv u16 | rq_psn u32 (0 unless valid) | recvs u64
  *  9 FAILBACK:      qpn u32 | phase u8 | flags u8 (bit 0: recovered,
  *                   bit 1: urgent) | rsv u16 | psn u32
@@ -83,6 +85,7 @@ enum r2cc_ctrl_reason {
 	R2CC_CTRL_WHY_PEER, /* told by the peer */
 	R2CC_CTRL_WHY_ADMIN, /* r2cc-ctl or a fault injection */
 	R2CC_CTRL_WHY_FAILBACK, /* FAILOVER*: the planned move back */
+	R2CC_CTRL_WHY_SRQ, /* a QP sharing its SRQ failed over */
 	R2CC_CTRL_NREASONS,
 };
 
@@ -101,6 +104,12 @@ enum r2cc_ctrl_fb_phase {
 };
 
 #define R2CC_CTRL_FO_PSN_VALID (1U << 0)
+/* FAILOVER_ACK: the first message not executed was partly received and
+ * is a SEND: the receiver took an SRQ receive for it (SRQ accounting). */
+#define R2CC_CTRL_FO_RECV_TAKEN (1U << 1)
+/* QP_BIND: the sender cannot move its backup to another rail (its QP
+ * shares an SRQ whose backup sits on this rail): the peer's follows. */
+#define R2CC_CTRL_BIND_PINNED (1U << 0)
 /* FAILBACK PROPOSE: the sender saw its rail go down and come back since
  * the failover (a rail without that evidence, e.g. after a black hole,
  * does not start a move back by itself). */
@@ -164,6 +173,7 @@ struct r2cc_ctrl_msg {
 			struct r2cc_ctrl_qp_ref local, peer, backup;
 			uint32_t psn; /* the backup QP's first PSN */
 			uint8_t rail, mtu;
+			uint8_t flags; /* R2CC_CTRL_BIND_PINNED */
 		} qp_bind;
 		struct {
 			uint16_t n;

@@ -40,7 +40,8 @@
  * entry the backup still owes. A flush of incarnation q while an entry of
  * epoch q is still pending means a consumed receive lost its success
  * (byte_len and imm unknown): that cannot be hidden; surface the error.
- * SRQs are not covered: their receives complete out of order across QPs.
+ * An SRQ has a log of its own (below): its receives complete out of order
+ * across the QPs that share it.
  */
 struct r2cc_recvlog;
 
@@ -104,6 +105,64 @@ const struct r2cc_recvlog_ent *r2cc_recvlog_peek(const struct r2cc_recvlog *log,
 						 uint32_t i);
 void r2cc_recvlog_get_stats(const struct r2cc_recvlog *log,
 			    struct r2cc_recvlog_stats *st);
+
+/*
+ * The receive log of a shared receive queue: a copy of every receive WR
+ * posted and not yet completed, in posting order. The QPs on the SRQ
+ * complete its WRs on their own CQs, so completions retire entries in any
+ * order (by wr_id: the oldest with it). What makes a move exact is that an
+ * SRQ hands out its WRs in posting order (rxe's queue, mlx5's list): once
+ * every QP on it is fenced, the consumed WRs are the oldest ones, and the
+ * ones consumed but not yet polled are the oldest live entries, as many
+ * as the peers say were consumed minus what was polled. r2cc_srqlog_split()
+ * keeps those and lists the rest for the backup's SRQ. Entries appended
+ * while no queue may take them (the move under way) are "unposted": the
+ * newest, never retired. The log grows (doubling) when full: an SRQ holds
+ * max_wr WRs, but consumed ones wait in the log until polled. The caller
+ * serialises every call.
+ */
+struct r2cc_srqlog;
+
+struct r2cc_srqlog_ent {
+	struct ibv_recv_wr wr; /* the copy; sg_list owned by the log */
+	bool live; /* not retired */
+};
+
+struct r2cc_srqlog_stats {
+	uint32_t live; /* entries not retired */
+	uint32_t unposted; /* of them: appended on no queue */
+	uint64_t posted, completed, reposted;
+};
+
+/* r2cc_srqlog_new() - a log of @cap entries to start (1..2^24), SGEs of
+ * up to @max_sge each. Return: the log, or NULL with errno set. */
+struct r2cc_srqlog *r2cc_srqlog_new(uint32_t cap, uint32_t max_sge);
+void r2cc_srqlog_free(struct r2cc_srqlog *log);
+/**
+ * r2cc_srqlog_append() - log one receive WR
+ * @posted: false: it went to no queue (it waits for the split)
+ * Return: 0, -ENOSPC (cannot grow) or -EINVAL (num_sge out of range).
+ */
+int r2cc_srqlog_append(struct r2cc_srqlog *log, const struct ibv_recv_wr *wr,
+		       bool posted);
+/* r2cc_srqlog_retire() - a successful completion of @wr_id: the oldest
+ * posted live entry with it retires. Return: 0, or -ENOENT. */
+int r2cc_srqlog_retire(struct r2cc_srqlog *log, uint64_t wr_id);
+/**
+ * r2cc_srqlog_split() - the SRQ moves: every QP on it is fenced
+ * @consumed: receives consumed and not yet polled (the oldest live ones)
+ * @res: the rest, in posting order (unposted ones last), on @res->first;
+ *	valid until the next call that changes the log
+ * Return: 0, or -ERANGE (@consumed above the posted live entries).
+ */
+int r2cc_srqlog_split(struct r2cc_srqlog *log, uint32_t consumed,
+		      struct r2cc_recv_replay *res);
+/* r2cc_srqlog_unposted() - the unposted entries, in order, on
+ * @res->first: they go where the SRQ stays (the move is abandoned). */
+void r2cc_srqlog_unposted(struct r2cc_srqlog *log,
+			  struct r2cc_recv_replay *res);
+void r2cc_srqlog_get_stats(const struct r2cc_srqlog *log,
+			   struct r2cc_srqlog_stats *st);
 
 /*
  * A per-CQ stash of completions r2cc synthesises or holds back, delivered

@@ -90,7 +90,7 @@ const char *r2cc_health_cause_name(enum r2cc_health_cause c)
 {
 	static const char *const n[] = { "none",     "carrier", "port event",
 					 "cq error", "peer",	"probe",
-					 "admin" };
+					 "admin",    "srq" };
 
 	return (unsigned int)c < sizeof(n) / sizeof(n[0]) ? n[c] : "?";
 }

@@ -23,6 +23,7 @@ enum r2cc_health_cause {
 	R2CC_CAUSE_PEER, /* the peer's r2cc said so */
 	R2CC_CAUSE_PROBE, /* keepalive */
 	R2CC_CAUSE_ADMIN, /* r2cc-ctl or a fault injection */
+	R2CC_CAUSE_SRQ, /* a QP sharing the SRQ moved: the group moves */
 };
 
 /* Called, from the reporting thread, on every change of a rail's state. */

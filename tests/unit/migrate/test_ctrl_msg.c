@@ -104,6 +104,7 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 		m->qp_bind.psn = 0xfffffe;
 		m->qp_bind.rail = 15;
 		m->qp_bind.mtu = 5;
+		m->qp_bind.flags = R2CC_CTRL_BIND_PINNED;
 		break;
 	case R2CC_CTRL_MR_KEYS:
 		m->mr_keys.n = n;
@@ -125,8 +126,11 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 	case R2CC_CTRL_FAILOVER:
 	case R2CC_CTRL_FAILOVER_ACK:
 		m->failover.qpn = 0x1234;
-		m->failover.reason = R2CC_CTRL_WHY_ADMIN;
-		m->failover.flags = R2CC_CTRL_FO_PSN_VALID;
+		m->failover.reason = R2CC_CTRL_WHY_SRQ;
+		m->failover.flags = R2CC_CTRL_FO_PSN_VALID |
+				    (type == R2CC_CTRL_FAILOVER_ACK ?
+					     R2CC_CTRL_FO_RECV_TAKEN :
+					     0);
 		m->failover.rq_psn = 0xabcdef;
 		m->failover.recvs = 1ULL << 40;
 		break;
@@ -385,6 +389,7 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		  R2CC_CTRL_RAIL_MGMT, -EBADMSG },
 		{ "bind mtu 0", R2CC_CTRL_QP_BIND, B(65), 1, 0, -EBADMSG },
 		{ "bind mtu 6", R2CC_CTRL_QP_BIND, B(65), 1, 6, -EBADMSG },
+		{ "bind flags", R2CC_CTRL_QP_BIND, B(66), 1, 2, -EBADMSG },
 		{ "bind rsv", R2CC_CTRL_QP_BIND, B(67), 1, 0x80, -EBADMSG },
 		{ "mr n 257", R2CC_CTRL_MR_KEYS, B(0), 2, 257, -EBADMSG },
 		{ "mr n 65535", R2CC_CTRL_MR_KEYS, B(0), 2, 65535, -EBADMSG },
@@ -402,7 +407,7 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "fo qpn", R2CC_CTRL_FAILOVER, B(0), 4, 1U << 24, -EBADMSG },
 		{ "fo reason", R2CC_CTRL_FAILOVER, B(4), 1, R2CC_CTRL_NREASONS,
 		  -EBADMSG },
-		{ "fo flags", R2CC_CTRL_FAILOVER, B(5), 1, 3, -EBADMSG },
+		{ "fo flags", R2CC_CTRL_FAILOVER, B(5), 1, 5, -EBADMSG },
 		{ "fo psn not valid", R2CC_CTRL_FAILOVER, B(5), 1, 0,
 		  -EBADMSG },
 		{ "fo rsv", R2CC_CTRL_FAILOVER, B(6), 2, 1, -EBADMSG },
