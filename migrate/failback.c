@@ -170,11 +170,12 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 		go(mq);
 }
 
-/* Can @mq move back now, as far as this side knows? */
+/* Can @mq move back now, as far as this side knows? Not a QP on an SRQ:
+ * its SRQ would have to move back whole (not built; it stays). */
 static bool settled(const struct r2cc_mig_qp *mq)
 {
 	return mq->logging && mq->on_backup && !mq->fenced && mq->peer &&
-	       r2cc_mig_state(mq) == R2CC_PROT_MIGRATED;
+	       !mq->srq && r2cc_mig_state(mq) == R2CC_PROT_MIGRATED;
 }
 
 /* Send our PROPOSE (a fresh PSN for the recycled primary) and start if

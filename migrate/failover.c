@@ -14,8 +14,6 @@
 #include "chan.h"
 #include "mig_int.h"
 
-#define MAX_SGE 32 /* SGEs a translated WR may carry */
-
 uint64_t r2cc_mig_now_ns(void)
 {
 	struct timespec ts;
@@ -66,28 +64,33 @@ static int rkey_xlate(const struct r2cc_mig_qp *mq, uint32_t rkey,
 	return ret;
 }
 
-static int sge_xlate(const struct r2cc_mig_qp *mq, const struct ibv_sge *in,
-		     int n, struct ibv_sge *out)
+int r2cc_mig_sge_xlate(const void *pd, int rail, const struct ibv_sge *in,
+		       int n, struct ibv_sge *out)
 {
 	int i;
 
-	if (n > MAX_SGE)
+	if (n > R2CC_MIG_MAX_SGE)
 		return -E2BIG;
 	for (i = 0; i < n; i++) {
 		out[i] = in[i];
 		if (!in[i].length && !in[i].lkey)
 			continue;
-		if (ps.env.lkey_xlate(mq->pd, mq->backup_rail, in[i].lkey,
-				      &out[i].lkey))
+		if (ps.env.lkey_xlate(pd, rail, in[i].lkey, &out[i].lkey))
 			return -ENOENT;
 	}
 	return 0;
 }
 
+static int sge_xlate(const struct r2cc_mig_qp *mq, const struct ibv_sge *in,
+		     int n, struct ibv_sge *out)
+{
+	return r2cc_mig_sge_xlate(mq->pd, mq->backup_rail, in, n, out);
+}
+
 /* Post one send WR on the backup, keys translated. */
 static int backup_send(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
 {
-	struct ibv_sge sge[MAX_SGE];
+	struct ibv_sge sge[R2CC_MIG_MAX_SGE];
 	struct ibv_send_wr w = *wr, *bad;
 	int ret;
 
@@ -121,7 +124,7 @@ static int backup_send(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
 
 static int backup_recv(struct r2cc_mig_qp *mq, const struct ibv_recv_wr *wr)
 {
-	struct ibv_sge sge[MAX_SGE];
+	struct ibv_sge sge[R2CC_MIG_MAX_SGE];
 	struct ibv_recv_wr w = *wr, *bad;
 	int ret;
 
@@ -441,6 +444,16 @@ void r2cc_mig_wake(struct r2cc_mig_qp *mq)
 		ring(mq, mq->rcq);
 }
 
+/* A successful receive of @mq polled: its log entry retires (lock held). */
+static int recv_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc)
+{
+	if (mq->srq) {
+		r2cc_mig_srq_retire(mq, wc->wr_id);
+		return 0;
+	}
+	return r2cc_recvlog_complete(mq->rlog, wc->wr_id);
+}
+
 /* A completion of a fenced or retired incarnation: the receives the
  * peer's executed SENDs consumed are delivered (in log order); the rest is
  * covered by the move: hidden, and held while the move may yet be
@@ -449,7 +462,7 @@ static int old_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 		  const struct ibv_wc *wc)
 {
 	if (wc->status == IBV_WC_SUCCESS && (wc->opcode & IBV_WC_RECV)) {
-		r2cc_recvlog_complete(mq->rlog, wc->wr_id);
+		recv_ok(mq, wc);
 		return 1;
 	}
 	hold(mq, mc, wc);
@@ -474,7 +487,7 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	if (wc->status == IBV_WC_SUCCESS) {
 		if (!recv)
 			keep = send_ok(mq, wc) ? 1 : 2;
-		else if ((err = r2cc_recvlog_complete(mq->rlog, wc->wr_id)))
+		else if ((err = recv_ok(mq, wc)))
 			give_up(mq,
 				"a receive completion the log does not "
 				"know",
@@ -542,7 +555,7 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 				 mq->qpn, ibv_wc_status_str(wc->status));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	} else if (wc->opcode & IBV_WC_RECV) {
-		r2cc_recvlog_complete(mq->rlog, wc->wr_id);
+		recv_ok(mq, wc);
 	} else {
 		got = send_ok(mq, wc) ? 1 : -1;
 	}
@@ -735,10 +748,11 @@ int r2cc_mig_stash(struct r2cc_mig_cq *mc, const struct ibv_wc *wc)
 
 /* ---- fence, replay, re-post ---- */
 
-/* FAILOVER (our rq_psn), FAILOVER_ACK (@recvs), or with @type FAILOVER
- * and @refuse: this side cannot move (the peer gives up at once). */
-static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,
-		    uint64_t recvs, bool refuse)
+/* FAILOVER (our rq_psn), FAILOVER_ACK (@recvs; @taken: see
+ * R2CC_CTRL_FO_RECV_TAKEN), or with @type FAILOVER and @refuse: this side
+ * cannot move (the peer gives up at once). */
+static void send_fo_taken(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,
+			  uint64_t recvs, bool refuse, bool taken)
 {
 	struct r2cc_ctrl_msg m;
 	int ret;
@@ -748,6 +762,8 @@ static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,
 	m.failover.qpn = mq->qpn;
 	m.failover.reason = (uint8_t)why;
 	m.failover.flags = refuse ? 0 : R2CC_CTRL_FO_PSN_VALID;
+	if (taken)
+		m.failover.flags |= R2CC_CTRL_FO_RECV_TAKEN;
 	m.failover.rq_psn = refuse ? 0 : mq->rq_psn; /* codec: 0 unless valid */
 	m.failover.recvs = recvs;
 	ret = r2cc_chan_send(mq->peer, &m);
@@ -755,6 +771,12 @@ static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,
 		r2cc_err("QP %#x: cannot tell the peer (%s): the failover "
 			 "waits for its own detection",
 			 mq->qpn, strerror(-ret));
+}
+
+static void send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,
+		    uint64_t recvs, bool refuse)
+{
+	send_fo_taken(mq, type, why, recvs, refuse, false);
 }
 
 /* A flush, as the primary in ERR would have made, for an entry logged
@@ -847,6 +869,27 @@ static void move_done(struct r2cc_mig_qp *mq)
 	r2cc_mig_fb_moved(mq);
 }
 
+/*
+ * Was the first WR to replay a SEND the peer had partly received (the
+ * replay just decided, the log still in the old path's PSNs)? Its first
+ * packet took a receive WR; an SRQ's move needs to know (lock held).
+ */
+static bool partly_sent(struct r2cc_mig_qp *mq)
+{
+	const struct r2cc_sendlog_ent *e;
+	uint32_t i;
+
+	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++) {
+		if (e->disp != R2CC_SL_REPLAY)
+			continue;
+		return (e->wr.opcode == IBV_WR_SEND ||
+			e->wr.opcode == IBV_WR_SEND_WITH_IMM ||
+			e->wr.opcode == IBV_WR_SEND_WITH_INV) &&
+		       r2cc_psn_before(e->first_psn, mq->peer_rq_psn);
+	}
+	return false;
+}
+
 /* Replay once both rq_psns are known (lock held). */
 static void replay(struct r2cc_mig_qp *mq)
 {
@@ -856,6 +899,7 @@ static void replay(struct r2cc_mig_qp *mq)
 	uint64_t bytes = 0, consumed;
 	uint32_t i;
 	int ret, mtu;
+	bool taken;
 
 	if (!mq->fenced || !mq->have_peer_psn || mq->replayed)
 		return;
@@ -869,6 +913,7 @@ static void replay(struct r2cc_mig_qp *mq)
 		abandon(mq, "the peer's rq_psn is not ours");
 		return;
 	}
+	taken = partly_sent(mq);
 	drain_done(mq); /* the head the peer executed completes now */
 	/* The peer's receives our SENDs consumed: those retired and those
 	 * it executed (DONE; counted as they complete, later). */
@@ -876,7 +921,8 @@ static void replay(struct r2cc_mig_qp *mq)
 	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
 		if (e->disp == R2CC_SL_DONE && consumes_recv(e->wr.opcode))
 			consumed++;
-	send_fo(mq, R2CC_CTRL_FAILOVER_ACK, mq->why, consumed, false);
+	send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why, consumed, false,
+		      taken);
 	/* From now on the log counts PSNs of the new QP's path. */
 	mtu = r2cc_mtu_bytes(mq->back ? mq->attr.path_mtu : mq->bmtu);
 	ret = mtu < 0 ? mtu :
@@ -968,7 +1014,7 @@ static void backup_drain(struct r2cc_mig_qp *mq)
 }
 
 /* The peer told us how many of our receives its SENDs consumed. */
-static void repost(struct r2cc_mig_qp *mq, uint64_t consumed)
+static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
 {
 	struct r2cc_recv_replay res;
 	struct ibv_recv_wr *w;
@@ -976,6 +1022,12 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed)
 
 	if (mq->reposted)
 		return;
+	if (mq->srq) {
+		/* The SRQ moves them, all its QPs' at once (srq.c) */
+		if (r2cc_mig_srq_ack(mq, consumed, taken))
+			r2cc_mig_fail(mq, "its SRQ cannot move");
+		return;
+	}
 	ret = r2cc_recvlog_fence(mq->rlog, consumed, &res);
 	if (!ret && mq->back)
 		backup_drain(mq);
@@ -1033,10 +1085,13 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 	if (!mq->held) /* an urgent move back holds from its detection on */
 		r2cc_mig_hold_start(mq);
 	mq->rq_psn = a.rq_psn;
+	if (mq->srq)
+		r2cc_mig_srq_fenced(mq);
 	r2cc_info("QP %#x: %s fenced (%s), rq_psn %#x", mq->qpn,
 		  mq->on_backup ? "backup" : "primary",
 		  why == R2CC_CTRL_WHY_PEER	? "told by the peer" :
 		  why == R2CC_CTRL_WHY_FAILBACK ? "moving back" :
+		  why == R2CC_CTRL_WHY_SRQ	? "its SRQ moves" :
 						  "local fault",
 		  mq->rq_psn);
 	send_fo(mq, R2CC_CTRL_FAILOVER, why, 0, false);
@@ -1048,6 +1103,50 @@ static void fence(struct r2cc_mig_qp *mq, uint32_t why)
 {
 	if (!mq->fenced && !mq->on_backup && st_of(mq) == R2CC_PROT_READY)
 		fence_cur(mq, why);
+}
+
+void r2cc_mig_fence(struct r2cc_mig_qp *mq, uint32_t why)
+{
+	fence(mq, why);
+}
+
+void r2cc_mig_recv_moved(struct r2cc_mig_qp *mq)
+{
+	if (!mq->logging || !mq->fenced || mq->reposted)
+		return;
+	mq->reposted = true;
+	ring(mq, mq->rcq);
+	if (mq->replayed)
+		move_done(mq);
+}
+
+void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
+{
+	struct ibv_qp_attr a;
+
+	if (!mq->logging)
+		return;
+	if (!mq->fenced) {
+		give_up(mq, why, EPIPE);
+		return;
+	}
+	if (!mq->replayed) {
+		abandon(mq, why);
+		return;
+	}
+	/* Its sends went to the new QP, its receives cannot: both ends'
+	 * new QPs to ERR, the errors to the program (bounded). */
+	r2cc_err("QP %#x: %s: the program sees the native errors", mq->qpn,
+		 why);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	if (ps.v.modify_qp(new_qp(mq), &a, IBV_QP_STATE))
+		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
+	unhold(mq);
+	mq->logging = false;
+	r2cc_mig_wake(mq);
+	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 }
 
 void r2cc_mig_fence_back(struct r2cc_mig_qp *mq)
@@ -1116,10 +1215,13 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		mq->have_peer_psn = true;
 		replay(mq);
 	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK) {
-		repost(mq, m->failover.recvs);
+		repost(mq, m->failover.recvs,
+		       m->failover.flags & R2CC_CTRL_FO_RECV_TAKEN);
 	}
 out:
 	pthread_mutex_unlock(&mq->lock);
+	if (mq->srq && atomic_load(&ps.srq_sweep))
+		r2cc_mig_srq_sweep();
 }
 
 bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms)
@@ -1135,7 +1237,10 @@ void r2cc_mig_tick(void)
 	/* (urgent moves back are bounded there even without failback) */
 	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();
-	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed))
+	/* SRQs are swept every tick: a QP on one may have lost its
+	 * protection (its SRQ's then), or fenced from a poll. */
+	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed) &&
+	    !__atomic_load_n(&ps.srqs, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&ps.lock);
 	/* Read under the lock: a fence made while the tick waited for it
@@ -1148,6 +1253,8 @@ void r2cc_mig_tick(void)
 			abandon(mq, "no answer from the peer in time");
 		pthread_mutex_unlock(&mq->lock);
 	}
+	if (ps.srqs)
+		r2cc_mig_srq_sweep();
 	pthread_mutex_unlock(&ps.lock);
 }
 
@@ -1173,5 +1280,7 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 		r2cc_mig_fb_rail_down(mq);
 		pthread_mutex_unlock(&mq->lock);
 	}
+	if (atomic_load(&ps.srq_sweep))
+		r2cc_mig_srq_sweep();
 	pthread_mutex_unlock(&ps.lock);
 }

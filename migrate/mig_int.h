@@ -22,6 +22,7 @@
 #define R2CC_FB_MOVES 3
 #define R2CC_FB_WINDOW_MS 60000
 #define MAX_PEER_MRS 4096
+#define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
 #define MAX_EARLY 256
 
 /* A program CQ that protected QPs complete on. */
@@ -34,6 +35,37 @@ struct r2cc_mig_cq {
 	struct r2cc_mig_qp *qps[R2CC_MIG_CQ_QPS];
 	struct ibv_cq *bcq[R2CC_MIG_CQ_QPS];
 	int nqps;
+};
+
+enum r2cc_srq_where {
+	R2CC_SRQ_HOME, /* its QPs on their primaries, its WRs on the SRQ */
+	R2CC_SRQ_MOVING, /* a QP on it was fenced: all are being moved */
+	R2CC_SRQ_AWAY, /* moved: its WRs go to the backup SRQ */
+	R2CC_SRQ_BROKEN, /* unprotected for good, its QPs too */
+};
+
+/* A program SRQ the QPs of which are protected (srq.c). */
+struct r2cc_mig_srq {
+	struct r2cc_mig_srq *next; /* ps.srqs */
+	/* Everything below, and the srq_* fields of its QPs. Lock order:
+	 * a QP's lock, then this. */
+	pthread_mutex_t lock;
+	struct ibv_srq *srq; /* the program's */
+	const void *pd;
+	uint32_t max_wr, max_sge;
+	/* The provider's post, as the program's last post went. */
+	int (*ppost)(struct ibv_srq *, struct ibv_recv_wr *,
+		     struct ibv_recv_wr **);
+	struct r2cc_srqlog *log; /* owned */
+	enum r2cc_srq_where where;
+	int backup_rail; /* pinned by its first backup; -1: none yet */
+	struct ibv_srq *bsrq; /* owned: on backup_rail's shadow PD */
+	uint64_t move_ns; /* when the move began */
+	/* A peer's ACK: a partly received message took a WR, so the
+	 * consumed ones are not the oldest until polled. */
+	bool taken;
+	bool done; /* moved or broken, its QPs told: nothing to sweep */
+	int nqps; /* QPs on it with protection state */
 };
 
 struct r2cc_mig_qp {
@@ -64,6 +96,12 @@ struct r2cc_mig_qp {
 	struct ibv_qp_cap cap; /* as the provider returned it */
 	bool sig_all;
 	bool logging; /* under lock; false: passthrough for good */
+	/* Its SRQ, or NULL (own receive queue; its receives in rlog). The
+	 * srq_* fields are under the SRQ's lock. */
+	struct r2cc_mig_srq *srq;
+	bool srq_acked; /* the peer said what it consumed (srq_consumed) */
+	uint64_t srq_consumed; /* receives the peer's messages consumed */
+	uint64_t srq_polled; /* successful receives the program polled */
 	/* Logs: under lock. */
 	struct r2cc_sendlog *slog;
 	struct r2cc_recvlog *rlog;
@@ -141,6 +179,8 @@ struct r2cc_mig_state {
 		struct r2cc_ctrl_msg m;
 	} * early; /* owned: MAX_EARLY */
 	unsigned int nearly;
+	struct r2cc_mig_srq *srqs; /* the program's SRQs (srq.c) */
+	_Atomic bool srq_sweep; /* an SRQ's state changed: sweep soon */
 	_Atomic unsigned int waiting; /* QPs fenced, not yet moved */
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;
@@ -186,6 +226,32 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq); /* the move back is done */
 /* @mq's primary rail went down: a proposal of it is withdrawn */
 void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq);
+/* srq.c: @mq joins its program SRQ @s / leaves it (mq lock held) */
+void r2cc_mig_srq_joined(struct r2cc_mig_qp *mq, struct r2cc_mig_srq *s);
+void r2cc_mig_srq_left(struct r2cc_mig_qp *mq);
+/* srq.c: the backup rail of @mq is its SRQ's (pinned by the first QP,
+ * whose backup SRQ is made now); @d is changed to it (mq lock held) */
+int r2cc_mig_srq_pin(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d);
+/* srq.c: a successful receive of @mq polled (mq lock held) */
+void r2cc_mig_srq_retire(struct r2cc_mig_qp *mq, uint64_t wr_id);
+/* srq.c: @mq was fenced: its SRQ moves, all its QPs (mq lock held) */
+void r2cc_mig_srq_fenced(struct r2cc_mig_qp *mq);
+/* srq.c: the peer's FAILOVER_ACK for @mq (mq lock held): -EPIPE when
+ * the SRQ is not moving (it cannot move) */
+int r2cc_mig_srq_ack(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken);
+/* srq.c: fence the rest of a moving SRQ's QPs, move its receives when
+ * all are in, or give up (ps.lock held, no QP's) */
+void r2cc_mig_srq_sweep(void);
+/* failover.c, for srq.c (mq lock held): fence a ready QP; its receives
+ * were moved by its SRQ; it cannot be protected any more (the native
+ * errors, as without r2cc) */
+void r2cc_mig_fence(struct r2cc_mig_qp *mq, uint32_t why);
+void r2cc_mig_recv_moved(struct r2cc_mig_qp *mq);
+void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why);
+/* failover.c: @n SGEs of the program's on @pd, their lkeys translated to
+ * the shadows' on @rail (at most R2CC_MIG_MAX_SGE) */
+int r2cc_mig_sge_xlate(const void *pd, int rail, const struct ibv_sge *in,
+		       int n, struct ibv_sge *out);
 /* event.c: @mq's R2CC_EV_* for r2cc-ctl events (mq->lock held) */
 void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
 		    uint64_t bytes);

@@ -36,3 +36,26 @@ void r2cc_mig_test_free(struct r2cc_mig_qp *mq)
 	pthread_mutex_destroy(&mq->lock);
 	free(mq);
 }
+
+void r2cc_mig_test_srq_bound(struct r2cc_mig_srq *s, struct ibv_srq *bsrq,
+			     int rail)
+{
+	pthread_mutex_lock(&s->lock);
+	s->bsrq = bsrq;
+	s->backup_rail = rail;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void r2cc_mig_test_sweep(void)
+{
+	pthread_mutex_lock(&ps.lock);
+	r2cc_mig_srq_sweep();
+	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_test_unprotect(struct r2cc_mig_qp *mq)
+{
+	pthread_mutex_lock(&mq->lock);
+	r2cc_mig_fail(mq, "test");
+	pthread_mutex_unlock(&mq->lock);
+}

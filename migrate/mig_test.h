@@ -19,6 +19,13 @@ void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 			 uint32_t bpsn);
 /* A FAILOVER or FAILOVER_ACK from @peer, under the module lock. */
 void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m);
+/* @s's backup SRQ is @bsrq on @rail (what the first QP's pin made). */
+void r2cc_mig_test_srq_bound(struct r2cc_mig_srq *s, struct ibv_srq *bsrq,
+			     int rail);
+/* @mq cannot be protected any more (as when its peer has no r2cc). */
+void r2cc_mig_test_unprotect(struct r2cc_mig_qp *mq);
+/* The control thread's SRQ sweep, under the module lock. */
+void r2cc_mig_test_sweep(void);
 /* Free @mq after r2cc_mig_release() (no poller can hold it in a test). */
 void r2cc_mig_test_free(struct r2cc_mig_qp *mq);
 

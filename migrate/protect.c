@@ -81,6 +81,7 @@ static int send_bind(struct r2cc_mig_qp *mq)
 		m->qp_bind.psn = mq->bpsn;
 		m->qp_bind.rail = (uint8_t)mq->backup_rail;
 		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
+		m->qp_bind.flags = mq->srq ? R2CC_CTRL_BIND_PINNED : 0;
 		ret = r2cc_chan_send(mq->peer, m);
 	}
 	free(m);
@@ -335,17 +336,27 @@ static void drop_backup(struct r2cc_mig_qp *mq);
  * Do both ends' backups sit on the same rail (each end's placement chose
  * alone)? If not, the end with the lower (GID, QPN) keeps its choice and
  * the other remakes its backup there: a rail-optimised fabric joins rail
- * i of one node to rail i of the others only. True: @m may be used now.
+ * i of one node to rail i of the others only. An end whose QP is on an
+ * SRQ cannot move (its SRQ's backups share a rail): it keeps its rail;
+ * if both are pinned to different rails, neither is protected. True: @m
+ * may be used now.
  */
 static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 {
 	int rail = m->qp_bind.rail, c = memcmp(mq->gid, mq->dest_gid, 16);
+	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED;
 	struct r2cc_mig_desc d;
 	int ret;
 
 	if (rail == mq->backup_rail)
 		return true;
-	if (c < 0 || (!c && mq->qpn < mq->dest_qpn)) {
+	if (mq->srq && peer_pinned) {
+		unprotected(mq, "both ends' SRQs keep their backups on other "
+				"rails");
+		return false;
+	}
+	if (mq->srq ||
+	    (!peer_pinned && (c < 0 || (!c && mq->qpn < mq->dest_qpn)))) {
 		r2cc_dbg("QP %#x: backup on rail %d, the peer's on %d: the "
 			 "peer's moves",
 			 mq->qpn, mq->backup_rail, rail);
@@ -581,11 +592,10 @@ bool r2cc_mig_cq_busy(struct r2cc_mig_cq *mc)
 	       __atomic_load_n(&mc->nqps, __ATOMIC_RELAXED);
 }
 
-struct r2cc_mig_qp *r2cc_mig_qp_new(struct ibv_qp *qp,
-				    const struct ibv_qp_cap *cap, bool sig_all,
-				    struct r2cc_mig_cq *scq,
-				    struct r2cc_mig_cq *rcq,
-				    struct r2cc_status_qp *slot)
+struct r2cc_mig_qp *
+r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
+		struct r2cc_mig_cq *scq, struct r2cc_mig_cq *rcq,
+		struct r2cc_mig_srq *srq, struct r2cc_status_qp *slot)
 {
 	struct r2cc_mig_qp *mq;
 
@@ -622,6 +632,8 @@ struct r2cc_mig_qp *r2cc_mig_qp_new(struct ibv_qp *qp,
 	mq->rail = -1;
 	mq->backup_rail = -1;
 	mq->logging = true;
+	if (srq)
+		r2cc_mig_srq_joined(mq, srq);
 	pthread_mutex_lock(&ps.lock);
 	mq->cookie = ++ps.next_cookie;
 	mq->next = ps.qps;
@@ -706,6 +718,10 @@ static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	ia.recv_cq = mq->brcq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.cap = mq->cap;
+	if (mq->srq) {
+		ia.srq = mq->srq->bsrq;
+		ia.cap.max_recv_wr = ia.cap.max_recv_sge = 0;
+	}
 	ia.sq_sig_all = mq->sig_all;
 	mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
 	if (!mq->bqp)
@@ -743,8 +759,9 @@ static bool take_early(struct r2cc_mig_qp *mq)
 	return false;
 }
 
-void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
+void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 {
+	struct r2cc_mig_desc pinned, *d = NULL;
 	struct r2cc_ctrl_qp_ref ref;
 	int ret;
 
@@ -754,6 +771,15 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	pthread_mutex_lock(&mq->lock);
 	if (!mq->logging || mq->bqp)
 		goto out;
+	if (in) {
+		pinned = *in;
+		d = &pinned;
+	}
+	if (d && mq->srq && (ret = r2cc_mig_srq_pin(mq, d))) {
+		r2cc_warn("QP %#x: no backup for its SRQ (%s): unprotected",
+			  mq->qpn, strerror(-ret));
+		d = NULL;
+	}
 	if (!d) {
 		r2cc_dbg("QP %#x: no backup rail or no GRH: unprotected",
 			 mq->qpn);
@@ -918,6 +944,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	pthread_mutex_unlock(&ps.lock);
 	r2cc_mig_cq_detach(mq);
 	pthread_mutex_lock(&mq->lock);
+	r2cc_mig_srq_left(mq);
 	if (mq->fenced && !mq->replayed && mq->logging)
 		atomic_fetch_sub(&ps.waiting, 1);
 	if (mq->on_backup)

@@ -42,6 +42,10 @@ struct r2cc_mig_verbs {
 	int (*get_cq_event)(struct ibv_comp_channel *ch, struct ibv_cq **cq,
 			    void **cq_context);
 	void (*ack_cq_events)(struct ibv_cq *cq, unsigned int nevents);
+	/* Backup SRQs (NULL: QPs on an SRQ run unprotected) */
+	struct ibv_srq *(*create_srq)(struct ibv_pd *pd,
+				      struct ibv_srq_init_attr *attr);
+	int (*destroy_srq)(struct ibv_srq *srq);
 };
 
 /* What migrate asks the shim. */
@@ -74,6 +78,7 @@ struct r2cc_mig_desc {
 
 struct r2cc_mig_qp;
 struct r2cc_mig_cq;
+struct r2cc_mig_srq;
 
 /**
  * r2cc_mig_start() - start the control channel (R2CC_SECRET_FILE set)
@@ -92,18 +97,36 @@ bool r2cc_mig_on(void);
 /* A program CQ protected QPs may complete on (NULL: out of memory). */
 struct r2cc_mig_cq *r2cc_mig_cq_new(int cqe);
 void r2cc_mig_cq_free(struct r2cc_mig_cq *mc);
+/*
+ * The program created an SRQ (@attr as the provider returned it): its
+ * receives are logged from now on, and the QPs made on it move with it.
+ * NULL: unprotected (no memory, or no control plane), as are its QPs.
+ */
+struct r2cc_mig_srq *r2cc_mig_srq_new(struct ibv_srq *srq,
+				      const struct ibv_srq_attr *attr);
+/* After the program destroyed it (no QP is on it any more). */
+void r2cc_mig_srq_release(struct r2cc_mig_srq *s);
+/* ibv_post_srq_recv's contract; @post is the provider's. */
+int r2cc_mig_srq_post(struct r2cc_mig_srq *s, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad,
+		      int (*post)(struct ibv_srq *, struct ibv_recv_wr *,
+				  struct ibv_recv_wr **));
+/* May a new QP be put on @s? Not while it moves or once moved: what is
+ * left on the program's SRQ was re-posted on the backup's (buffers the
+ * new QP would share). */
+bool r2cc_mig_srq_joinable(struct r2cc_mig_srq *s);
 /**
- * r2cc_mig_qp_new() - the program created an RC QP (own receive queue):
- * its receives are logged from now on
+ * r2cc_mig_qp_new() - the program created an RC QP: its receives are
+ * logged from now on (its own receive queue's, or its SRQ's)
  * @qp: the program's QP; @cap: its capabilities as the provider returned
  * @sig_all: sq_sig_all; @scq, @rcq: its CQs' r2cc_mig_cq
+ * @srq: its SRQ's protection (r2cc_mig_srq_new()), or NULL: its own RQ
  * Return: the protection state, or NULL (unprotected; logged).
  */
-struct r2cc_mig_qp *r2cc_mig_qp_new(struct ibv_qp *qp,
-				    const struct ibv_qp_cap *cap, bool sig_all,
-				    struct r2cc_mig_cq *scq,
-				    struct r2cc_mig_cq *rcq,
-				    struct r2cc_status_qp *slot);
+struct r2cc_mig_qp *
+r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
+		struct r2cc_mig_cq *scq, struct r2cc_mig_cq *rcq,
+		struct r2cc_mig_srq *srq, struct r2cc_status_qp *slot);
 /* The QP reached RTR: make its backup and bind it to the peer's
  * (asynchronously, bounded). Failures leave it unprotected (logged). */
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);

@@ -68,6 +68,9 @@ static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 
 	if (unlikely(!s))
 		return ctx_of(srq->context)->post_srq_recv(srq, wr, bad);
+	if (unlikely(s->mig))
+		return r2cc_mig_srq_post(s->mig, wr, bad,
+					 s->ctx->post_srq_recv);
 	return s->ctx->post_srq_recv(srq, wr, bad);
 }
 
@@ -230,8 +233,8 @@ static struct ibv_qp *dp_create_qp_ex(struct ibv_context *ctx,
 	struct ibv_qp *qp = c->create_qp_ex(ctx, attr);
 
 	if (qp)
-		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, attr,
-				&attr->cap, attr->sq_sig_all);
+		qp = r2cc_qp_created(c, qp, attr->qp_type, attr->srq, attr,
+				     &attr->cap, attr->sq_sig_all);
 	return qp;
 }
 

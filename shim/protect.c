@@ -122,6 +122,8 @@ void r2cc_shim_protect_start(void)
 		.destroy_comp_channel = r2cc_real.ibv_destroy_comp_channel,
 		.get_cq_event = r2cc_real.ibv_get_cq_event,
 		.ack_cq_events = r2cc_real.ibv_ack_cq_events,
+		.create_srq = r2cc_real.ibv_create_srq,
+		.destroy_srq = r2cc_real.ibv_destroy_srq,
 	};
 	const char *rail_if[R2CC_MAX_RAILS];
 	int r;
@@ -226,12 +228,12 @@ static struct r2cc_mig_cq *mig_cq(struct ibv_cq *cq)
 }
 
 void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
-			 bool sig_all)
+			 bool sig_all, struct r2cc_mig_srq *srq)
 {
 	if (q->rail < 0)
 		return;
 	q->mig = r2cc_mig_qp_new(q->qp, cap, sig_all, mig_cq(q->qp->send_cq),
-				 mig_cq(q->qp->recv_cq), q->slot);
+				 mig_cq(q->qp->recv_cq), srq, q->slot);
 }
 
 void r2cc_qp_rtr(struct r2cc_qp *q)

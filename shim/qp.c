@@ -131,12 +131,23 @@ static void qp_retire(void *obj)
 }
 
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
-			       enum ibv_qp_type type, bool has_srq,
+			       enum ibv_qp_type type, struct ibv_srq *srq,
 			       const struct ibv_qp_init_attr_ex *ax,
 			       const struct ibv_qp_cap *cap, bool sig_all)
 {
+	struct r2cc_srq *sq = srq ? r2cc_lookup(srq, R2CC_OBJ_SRQ) : NULL;
+	bool has_srq = srq != NULL;
 	struct r2cc_qp *q;
 	int saved = errno;
+
+	if (sq && sq->mig && !r2cc_mig_srq_joinable(sq->mig)) {
+		r2cc_err("QP on an SRQ r2cc moved to its backup rail: refused "
+			 "(the WRs left on it are the backup's now)");
+		if (r2cc_real.ibv_destroy_qp(qp))
+			r2cc_err("that QP could not be destroyed");
+		errno = EBUSY;
+		return NULL;
+	}
 
 	q = calloc(1, sizeof(*q));
 	if (q) {
@@ -159,10 +170,12 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 	/* Only now: the builders find their recorder through the registry. */
 	if (ax && (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		record_builders(q, ax);
-	if (type == IBV_QPT_RC && !has_srq && r2cc_shim.protecting &&
+	/* On an SRQ: protected with it, or not at all */
+	if (type == IBV_QPT_RC && (!has_srq || (sq && sq->mig)) &&
+	    r2cc_shim.protecting &&
 	    (!ax || !(ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
 	     (q->rec && !(ax->send_ops_flags & ~REPLAYABLE_OPS))))
-		r2cc_qp_protect_new(q, cap, sig_all);
+		r2cc_qp_protect_new(q, cap, sig_all, sq ? sq->mig : NULL);
 	if (q->mig && q->rec) {
 		/* ibv_wr_* batches go through the send log too. */
 		q->rec->post = rec_post;
@@ -182,8 +195,8 @@ R2CC_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 	qp = r2cc_real.ibv_create_qp(pd, attr);
 	c = qp ? r2cc_lookup(pd->context, R2CC_OBJ_CTX) : NULL;
 	if (c)
-		r2cc_qp_created(c, qp, attr->qp_type, attr->srq != NULL, NULL,
-				&attr->cap, attr->sq_sig_all);
+		qp = r2cc_qp_created(c, qp, attr->qp_type, attr->srq, NULL,
+				     &attr->cap, attr->sq_sig_all);
 	return qp;
 }
 
@@ -276,6 +289,14 @@ R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	return ret;
 }
 
+static void srq_free(void *obj)
+{
+	struct r2cc_srq *s = obj;
+
+	r2cc_mig_srq_release(s->mig);
+	free(s);
+}
+
 R2CC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 					   struct ibv_srq_init_attr *attr)
 {
@@ -295,9 +316,11 @@ R2CC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 		s->type = R2CC_OBJ_SRQ;
 		s->srq = srq;
 		s->ctx = c;
+		if (r2cc_shim.protecting && c->rail >= 0)
+			s->mig = r2cc_mig_srq_new(srq, &attr->attr);
 	}
 	errno = saved;
-	r2cc_obj_add(srq, s, R2CC_OBJ_SRQ, free);
+	r2cc_obj_add(srq, s, R2CC_OBJ_SRQ, srq_free);
 	return srq;
 }
 
@@ -317,7 +340,7 @@ R2CC_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	s = r2cc_lookup(srq, R2CC_OBJ_SRQ);
 	ret = r2cc_real.ibv_destroy_srq(srq);
 	if (!ret && s)
-		r2cc_obj_del(srq, s, free);
+		r2cc_obj_del(srq, s, srq_free);
 	return ret;
 }
 

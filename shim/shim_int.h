@@ -130,6 +130,7 @@ struct r2cc_srq {
 	enum r2cc_obj_type type;
 	struct ibv_srq *srq; /* borrowed */
 	struct r2cc_ctx *ctx; /* borrowed */
+	struct r2cc_mig_srq *mig; /* its protection (migrate/), or NULL */
 };
 
 /* The shim's one state: lock order reg's lock, then nothing else. */
@@ -236,8 +237,9 @@ struct ibv_context *r2cc_rail_ctx(int rail);
 void r2cc_ops_patch(struct r2cc_ctx *c);
 void r2cc_cq_ex_patch(struct r2cc_cq *c, struct ibv_cq_ex *cqx);
 /* qp.c */
+/* NULL: refused (the QP is destroyed, errno set) */
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
-			       enum ibv_qp_type type, bool has_srq,
+			       enum ibv_qp_type type, struct ibv_srq *srq,
 			       const struct ibv_qp_init_attr_ex *ax,
 			       const struct ibv_qp_cap *cap, bool sig_all);
 /* protect.c: start migrate/; a QP reached RTR: protect it; it reached
@@ -249,7 +251,7 @@ bool r2cc_async_hidden(struct ibv_context *ctx,
 		       const struct ibv_async_event *ev);
 int r2cc_qp_rts(struct r2cc_qp *q);
 void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
-			 bool sig_all);
+			 bool sig_all, struct r2cc_mig_srq *srq);
 /* cq.c */
 struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq);
 #endif /* R2CC_SHIM_INT_H */

@@ -7,8 +7,10 @@
  * from the peer's rq_psn, the backup's completions merged into the
  * program's CQ with its qp_num and wr_ids in order, posts after the move
  * going to the backup, an abandoned move giving back what it hid (in
- * order, then flushes for what was posted meanwhile), and r2cc's own
- * completion-event WR never reaching the program.
+ * order, then flushes for what was posted meanwhile), r2cc's own
+ * completion-event WR never reaching the program, and two QPs on one SRQ
+ * moving together: the consumed, unpolled receives left to the fenced
+ * QPs, the rest re-posted on the backup SRQ in posting order.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -125,27 +127,51 @@ static void add_wc(struct fake_cq *f, uint64_t wr_id, enum ibv_wc_status st,
 	w->qp_num = qpn;
 }
 
+struct fake_srq {
+	struct ibv_srq srq;
+	uint64_t ids[MAXW];
+	int n;
+};
+
+static struct fake_srq psrq, bsrq;
+
+static int f_post_srq(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad)
+{
+	struct fake_srq *f = (struct fake_srq *)srq;
+
+	(void)bad;
+	for (; wr; wr = wr->next)
+		if (f->n < MAXW)
+			f->ids[f->n++] = wr->wr_id;
+	return 0;
+}
+
+static struct ibv_srq *f_create_srq(struct ibv_pd *pd,
+				    struct ibv_srq_init_attr *a)
+{
+	(void)pd;
+	(void)a;
+	return NULL;
+}
+
 static struct r2cc_mig_cq *mc;
 static struct r2cc_mig_qp *mq;
 
-/* The module on (a loopback control channel nobody else talks to), and
- * one protected QP, READY, at RTS with its send log at PSN 0x500. */
-static void setup(void)
+/* The module on (a loopback control channel nobody else talks to). */
+static void start(void)
 {
 	static const struct r2cc_mig_verbs v = {
 		.modify_qp = f_modify_qp,
 		.query_qp = f_query_qp,
 		.destroy_qp = (int (*)(struct ibv_qp *))f_destroy,
 		.destroy_cq = (int (*)(struct ibv_cq *))f_destroy,
+		.create_srq = f_create_srq,
+		.destroy_srq = (int (*)(struct ibv_srq *))f_destroy,
 	};
 	static const struct r2cc_mig_env env = { .lkey_xlate = f_lkey_xlate };
-	struct ibv_qp_cap cap = { .max_send_wr = 8,
-				  .max_recv_wr = 8,
-				  .max_send_sge = 1,
-				  .max_recv_sge = 1 };
 	char secret[64], port[32], *envp[4];
 	struct r2cc_config cfg;
-	struct ibv_qp_attr a;
 	FILE *f;
 
 	snprintf(secret, sizeof(secret), "/tmp/r2cc-test-fo.%d", getpid());
@@ -165,6 +191,17 @@ static void setup(void)
 	free(envp[1]);
 	cr_assert_eq(r2cc_mig_start(&cfg, &v, &env, NULL, 0), 0);
 	unlink(secret);
+}
+
+/* The module on, and one protected QP, READY, at RTS with its send log
+ * at PSN 0x500 (on @srq's, if not NULL). */
+static void setup_on(struct r2cc_mig_srq *srq)
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 8,
+				  .max_recv_wr = 8,
+				  .max_send_sge = 1,
+				  .max_recv_sge = 1 };
+	struct ibv_qp_attr a;
 
 	ctx.ops.post_send = f_post_send;
 	ctx.ops.post_recv = f_post_recv;
@@ -178,7 +215,7 @@ static void setup(void)
 	back.qp.qp_num = 0x51;
 	mc = r2cc_mig_cq_new(16);
 	cr_assert(mc);
-	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, NULL);
+	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, srq, NULL);
 	cr_assert(mq);
 	/* What protect.c's bind would have left. */
 	r2cc_mig_test_bound(mq, &back.qp, &bcq.cq, PEER, PEER_QPN, 0x100);
@@ -187,6 +224,12 @@ static void setup(void)
 	a.sq_psn = 0x500;
 	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
 	cr_assert_eq(back.state, IBV_QPS_RTS, "the backup follows to RTS");
+}
+
+static void setup(void)
+{
+	start();
+	setup_on(NULL);
 }
 
 static void teardown(void)
@@ -326,4 +369,175 @@ Test(failover, the_event_wr_never_reaches_the_program, .init = setup,
 {
 	cr_assert_eq(primary_wc(R2CC_RING_WRID, IBV_WC_WR_FLUSH_ERR), 0);
 	cr_assert_eq(primary_wc(R2CC_RING_WRID, IBV_WC_LOC_QP_OP_ERR), 0);
+}
+
+/* ---- two QPs on one SRQ ---- */
+
+static struct fake_qp prim2, back2;
+static struct fake_cq bcq2;
+static struct r2cc_mig_srq *srq;
+static struct r2cc_mig_qp *mq2;
+
+static void setup_srq(void)
+{
+	struct ibv_srq_attr sa = { .max_wr = 8, .max_sge = 1 };
+	struct ibv_qp_cap cap = { .max_send_wr = 8, .max_send_sge = 1 };
+	struct ibv_qp_attr a;
+
+	start();
+	memset(&psrq, 0, sizeof(psrq));
+	memset(&bsrq, 0, sizeof(bsrq));
+	ctx.ops.post_srq_recv = f_post_srq;
+	psrq.srq.context = bsrq.srq.context = &ctx;
+	srq = r2cc_mig_srq_new(&psrq.srq, &sa);
+	cr_assert(srq);
+	r2cc_mig_test_srq_bound(srq, &bsrq.srq, 1);
+	setup_on(srq);
+	memset(&prim2, 0, sizeof(prim2));
+	memset(&back2, 0, sizeof(back2));
+	memset(&bcq2, 0, sizeof(bcq2));
+	prim2.qp.context = back2.qp.context = bcq2.cq.context = &ctx;
+	prim2.qp.qp_num = 0x12;
+	back2.qp.qp_num = 0x52;
+	mq2 = r2cc_mig_qp_new(&prim2.qp, &cap, false, mc, mc, srq, NULL);
+	cr_assert(mq2);
+	r2cc_mig_test_bound(mq2, &back2.qp, &bcq2.cq, PEER, PEER_QPN + 1,
+			    0x200);
+	memset(&a, 0, sizeof(a));
+	a.path_mtu = IBV_MTU_1024;
+	a.sq_psn = 0x600;
+	cr_assert_eq(r2cc_mig_rts(mq2, &a), 0);
+}
+
+static void teardown_srq(void)
+{
+	r2cc_mig_release(mq2);
+	r2cc_mig_test_free(mq2);
+	teardown();
+	r2cc_mig_srq_release(srq);
+}
+
+static void srq_post(uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = 0x2000, .length = 64, .lkey = 9 };
+	struct ibv_recv_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1 },
+			   *bad;
+
+	cr_assert_eq(r2cc_mig_srq_post(srq, &wr, &bad, f_post_srq), 0);
+}
+
+/* A receive of @wr_id completing on @q's primary: 1 delivered. */
+static int recv_wc(struct r2cc_mig_qp *q, uint32_t qpn, uint64_t wr_id)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = wr_id;
+	wc.opcode = IBV_WC_RECV;
+	wc.qp_num = qpn;
+	return r2cc_mig_wc(q, mc, &wc);
+}
+
+/* The peer of the QP whose peer is @qpn: FAILOVER (its rq_psn is @psn,
+ * nothing of ours executed), then its ACK: @recvs consumed. */
+static void peer_moves(uint32_t qpn, uint32_t psn, uint64_t recvs, bool taken)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILOVER;
+	m.failover.qpn = qpn;
+	m.failover.reason = R2CC_CTRL_WHY_PEER;
+	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
+	m.failover.rq_psn = psn;
+	r2cc_mig_test_peer_says(PEER, &m);
+	m.hdr.type = R2CC_CTRL_FAILOVER_ACK;
+	m.failover.recvs = recvs;
+	if (taken)
+		m.failover.flags |= R2CC_CTRL_FO_RECV_TAKEN;
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+Test(failover, qps_on_an_srq_move_together_and_its_receives_once,
+     .init = setup_srq, .fini = teardown_srq, .timeout = 20)
+{
+	uint64_t id;
+
+	for (id = 100; id < 106; id++)
+		srq_post(id);
+	cr_assert_eq(psrq.n, 6);
+	cr_assert_eq(recv_wc(mq, 0x11, 100), 1, "delivered");
+	/* The first QP's path dies: it is fenced, the SRQ moves... */
+	cr_assert_eq(primary_wc(77, IBV_WC_RETRY_EXC_ERR), 0);
+	cr_assert_eq(prim.state, IBV_QPS_ERR);
+	srq_post(106); /* while it moves: on no queue yet */
+	cr_assert_eq(psrq.n, 6);
+	cr_assert_eq(bsrq.n, 0);
+	/* ...so the other QP on it is fenced too. */
+	r2cc_mig_test_sweep();
+	cr_assert_eq(prim2.state, IBV_QPS_ERR, "its SRQ's other QP fenced");
+	/* Consumed: 100, 101 by the first (101 not polled), 102 by the
+	 * second (not polled): two stay, the rest moves, in order. */
+	peer_moves(PEER_QPN, 0x500, 2, false);
+	r2cc_mig_test_sweep();
+	cr_assert_eq(bsrq.n, 0, "not before every QP's peer answered");
+	peer_moves(PEER_QPN + 1, 0x600, 1, false);
+	r2cc_mig_test_sweep();
+	cr_assert_eq(bsrq.n, 4);
+	for (id = 0; id < 4; id++)
+		cr_assert_eq(bsrq.ids[id], 103 + id, "re-post %llu: %llu",
+			     (unsigned long long)id,
+			     (unsigned long long)bsrq.ids[id]);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	cr_assert_eq(r2cc_mig_state(mq2), R2CC_PROT_MIGRATED);
+	/* The fenced QPs' consumed receives still reach the program. */
+	cr_assert_eq(recv_wc(mq, 0x11, 101), 1);
+	cr_assert_eq(recv_wc(mq2, 0x12, 102), 1);
+	/* New receives go to the backup SRQ. */
+	srq_post(107);
+	cr_assert_eq(bsrq.n, 5);
+	cr_assert_eq(bsrq.ids[4], 107);
+	cr_assert_eq(psrq.n, 6);
+	cr_assert(!r2cc_mig_srq_joinable(srq), "no new QP on a moved SRQ");
+}
+
+Test(failover, a_partly_received_send_holds_the_srq_until_polled,
+     .init = setup_srq, .fini = teardown_srq, .timeout = 20)
+{
+	uint64_t id;
+
+	for (id = 100; id < 104; id++)
+		srq_post(id);
+	cr_assert_eq(primary_wc(77, IBV_WC_RETRY_EXC_ERR), 0);
+	r2cc_mig_test_sweep();
+	/* The second QP's peer was mid-SEND: it took a WR out of order
+	 * (say 100), the first QP consumed 101: which WRs are consumed is
+	 * known only once polled. */
+	peer_moves(PEER_QPN, 0x500, 1, false);
+	peer_moves(PEER_QPN + 1, 0x600, 0, true);
+	r2cc_mig_test_sweep();
+	cr_assert_eq(bsrq.n, 0, "waits for the consumed one to be polled");
+	cr_assert_eq(recv_wc(mq, 0x11, 101), 1);
+	r2cc_mig_test_sweep();
+	cr_assert_eq(bsrq.n, 3);
+	cr_assert_eq(bsrq.ids[0], 100);
+	cr_assert_eq(bsrq.ids[1], 102);
+	cr_assert_eq(bsrq.ids[2], 103);
+}
+
+Test(failover, an_srq_with_an_unprotected_qp_is_unprotected, .init = setup_srq,
+     .fini = teardown_srq, .timeout = 20)
+{
+	srq_post(100);
+	/* The second QP's peer runs no r2cc: the SRQ cannot move. */
+	r2cc_mig_test_unprotect(mq2);
+	r2cc_mig_test_sweep();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE);
+	srq_post(101);
+	cr_assert_eq(psrq.n, 2, "posts go on to the program's SRQ");
+	/* A fault now is the program's, as without r2cc. */
+	cr_assert_eq(primary_wc(77, IBV_WC_RETRY_EXC_ERR), 1);
+	cr_assert_eq(prim.state, IBV_QPS_RESET, "not fenced by r2cc");
 }
