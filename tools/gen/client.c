@@ -281,15 +281,9 @@ static void credit_done(struct gen *g, struct gen_qp *q,
 			const struct ibv_wc *wc)
 {
 	uint64_t idx = GEN_WRID_IDX(wc->wr_id);
-	const uint8_t *buf = q->rbuf + (idx % GEN_CREDITS) * g->rslot;
+	const uint8_t *buf = gen_recv_buf(g, q, wc->wr_id);
 	struct gen_hdr h;
 
-	if (idx != q->rnext)
-		gen_fail(g, &g->st.order_errors,
-			 "qp %u: receive #%" PRIu64
-			 " completed, expected #%" PRIu64,
-			 q->idx, idx, q->rnext);
-	q->rnext = idx + 1;
 	if (wc->opcode != IBV_WC_RECV || wc->byte_len != GEN_HDR_LEN ||
 	    gen_hdr_decode(buf, wc->byte_len, &h) || h.kind != GEN_K_CREDIT ||
 	    h.qp != q->idx || h.len || h.sum != gen_sum(h.qp, h.seq, NULL, 0))
@@ -298,7 +292,7 @@ static void credit_done(struct gen *g, struct gen_qp *q,
 			 q->idx, idx, wc->byte_len);
 	else
 		take_credit(g, q, &h);
-	if (gen_post_recv(g, q)) {
+	if (gen_recv_again(g, q, wc->wr_id)) {
 		gen_fail(g, &g->st.errors, "qp %u: ibv_post_recv failed",
 			 q->idx);
 		g->done = 1;

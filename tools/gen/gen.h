@@ -35,6 +35,8 @@ enum gen_wr_stat {
 #define GEN_WRID_RECV(id) ((id) >> 63)
 #define GEN_WRID_QP(id) (((id) >> 48) & 0x7fff)
 #define GEN_WRID_IDX(id) ((id)&0xffffffffffffULL)
+/* An SRQ receive's "QP": its index is the slot (the QP is the wc's) */
+#define GEN_WRID_SRQ 0x7fff
 
 struct gen_opts {
 	const char *dev;
@@ -52,6 +54,7 @@ struct gen_opts {
 	double interval; /* progress lines (0: none) */
 	double stall_limit;
 	double linger; /* seconds to keep the QPs after the summary line */
+	int srq; /* the QPs share one SRQ */
 };
 
 struct gen_stats {
@@ -115,6 +118,7 @@ struct gen {
 	struct ibv_pd *pd; /* owned */
 	struct ibv_comp_channel *ch; /* owned */
 	struct ibv_cq *cq; /* owned */
+	struct ibv_srq *srq; /* owned, with --srq */
 	struct ibv_mr *mr; /* owned */
 	uint8_t *mem; /* owned */
 	size_t memlen;
@@ -166,8 +170,10 @@ int gen_verbs_connect(struct gen *g);
 void gen_verbs_close(struct gen *g);
 int gen_verbs_drain(struct gen *g);
 int gen_verbs_wait(struct gen *g, int ms, int *tcp);
-int gen_post_recv(struct gen *g, struct gen_qp *q);
 int gen_post_recvs(struct gen *g);
+uint8_t *gen_recv_buf(struct gen *g, struct gen_qp *q, uint64_t wr_id);
+int gen_recv_again(struct gen *g, struct gen_qp *q, uint64_t wr_id);
+struct gen_qp *gen_qp_of(struct gen *g, const struct ibv_wc *wc);
 int gen_post_send(struct gen_qp *q, struct ibv_send_wr *wr);
 
 /* client.c, server.c */

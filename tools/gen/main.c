@@ -45,6 +45,8 @@ static const char usage_text[] =
 	"      --seed N           payload seed (default 1)\n"
 	"      --linger S         keep the QPs S seconds after the summary\n"
 	"                         (for r2cc-ctl to read final counters)\n"
+	"      --srq              this side's QPs share one SRQ (each side\n"
+	"                         chooses for itself)\n"
 	"  -h, --help             this text\n"
 	"The client's -q, -t, -n, -s and --seed rule: the server adopts them.\n"
 	"Each side prints at the end: r2cc-gen: role=ROLE qps=Q ops=N\n"
@@ -126,7 +128,7 @@ void gen_report_qps(const struct gen *g)
 	fflush(stdout);
 }
 
-enum { OPT_STALL = 256, OPT_RETRY, OPT_TIMEOUT, OPT_SEED, OPT_LINGER };
+enum { OPT_STALL = 256, OPT_RETRY, OPT_TIMEOUT, OPT_SEED, OPT_LINGER, OPT_SRQ };
 
 /* Numeric options: range and where the value goes (type i, u, U or d). */
 static const struct numopt {
@@ -166,6 +168,7 @@ static const struct option longopts[] = {
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "linger", required_argument, NULL, OPT_LINGER },
+	{ "srq", no_argument, NULL, OPT_SRQ },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -214,6 +217,10 @@ static void parse(int argc, char **argv, struct gen_opts *o)
 			usage(0);
 		if (ch == 'd') {
 			o->dev = optarg;
+			continue;
+		}
+		if (ch == OPT_SRQ) {
+			o->srq = 1;
 			continue;
 		}
 		for (i = 0; i < sizeof(numopts) / sizeof(numopts[0]); i++)

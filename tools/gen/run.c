@@ -33,24 +33,22 @@ static void describe(const struct gen *g, const struct gen_qp *q,
 
 static void handle_wc(struct gen *g, const struct ibv_wc *wc)
 {
-	uint32_t qi = GEN_WRID_QP(wc->wr_id);
-	struct gen_qp *q;
+	struct gen_qp *q = gen_qp_of(g, wc);
 	char what[96];
 
-	if (qi >= (uint32_t)g->o.qps || wc->qp_num != g->qp[qi].qp->qp_num) {
+	if (!q) {
 		gen_fail(g, &g->st.order_errors,
 			 "completion for unknown wr_id 0x%" PRIx64
 			 " on QP 0x%x",
 			 (uint64_t)wc->wr_id, wc->qp_num);
 		return;
 	}
-	q = &g->qp[qi];
 	if (wc->status != IBV_WC_SUCCESS) {
 		describe(g, q, wc, what, sizeof(what));
 		gen_fail(g, &g->st.errors,
 			 "qp %u: %s failed: %s (status %d, vendor_err 0x%x)",
-			 qi, what, ibv_wc_status_str(wc->status), wc->status,
-			 wc->vendor_err);
+			 q->idx, what, ibv_wc_status_str(wc->status),
+			 wc->status, wc->vendor_err);
 		g->done = 1;
 		return;
 	}

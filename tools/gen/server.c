@@ -119,17 +119,11 @@ static void verify(struct gen *g, struct gen_qp *q, const struct arrival *a)
 static void recv_done(struct gen *g, struct gen_qp *q, const struct ibv_wc *wc)
 {
 	uint64_t idx = GEN_WRID_IDX(wc->wr_id);
-	uint8_t *buf = q->rbuf + (idx % GEN_CREDITS) * g->rslot;
+	uint8_t *buf = gen_recv_buf(g, q, wc->wr_id);
 	struct arrival a = { .data = buf };
 	const char *why;
 	int fresh;
 
-	if (idx != q->rnext)
-		gen_fail(g, &g->st.order_errors,
-			 "qp %u: receive #%" PRIu64
-			 " completed, expected #%" PRIu64,
-			 q->idx, idx, q->rnext);
-	q->rnext = idx + 1;
 	why = frame(g, q, wc, &a);
 	fresh = a.hdr_ok ? track(g, q, &a.h) : 1;
 	if (fresh && why)
@@ -143,7 +137,7 @@ static void recv_done(struct gen *g, struct gen_qp *q, const struct ibv_wc *wc)
 	/* a region is rewritten only after its credit: mark it checked */
 	if (a.data != buf)
 		memset(a.data, 0, GEN_HDR_LEN);
-	if (gen_post_recv(g, q)) {
+	if (gen_recv_again(g, q, wc->wr_id)) {
 		gen_fail(g, &g->st.errors, "qp %u: ibv_post_recv failed",
 			 q->idx);
 		g->done = 1;

@@ -5,6 +5,7 @@
  * waits for completions and async events.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -116,9 +117,10 @@ static struct ibv_qp *create_qp(struct gen *g)
 		ia.send_cq = g->cq;
 		ia.recv_cq = g->cq;
 		ia.cap.max_send_wr = GEN_SQ_DEPTH;
-		ia.cap.max_recv_wr = GEN_CREDITS;
+		ia.cap.max_recv_wr = g->srq ? 0 : GEN_CREDITS;
 		ia.cap.max_send_sge = 1;
-		ia.cap.max_recv_sge = 1;
+		ia.cap.max_recv_sge = g->srq ? 0 : 1;
+		ia.srq = g->srq;
 		ia.cap.max_inline_data = inl;
 		qp = ibv_create_qp(g->pd, &ia);
 		if (qp || !inl)
@@ -148,6 +150,17 @@ int gen_verbs_alloc(struct gen *g)
 	g->mr = ibv_reg_mr(g->pd, g->mem, g->memlen, acc);
 	if (!g->mr)
 		return -errno;
+	if (g->o.srq) {
+		/* One slot per credit of every QP: never short of one */
+		struct ibv_srq_init_attr sa = {
+			.attr = { .max_wr = g->o.qps * GEN_CREDITS,
+				  .max_sge = 1 },
+		};
+
+		g->srq = ibv_create_srq(g->pd, &sa);
+		if (!g->srq)
+			return -errno;
+	}
 	for (i = 0; i < g->o.qps; i++) {
 		struct gen_qp *q = &g->qp[i];
 
@@ -240,8 +253,37 @@ int gen_verbs_connect(struct gen *g)
 	return 0;
 }
 
+/* An SRQ receive into slot @s: QP s / GEN_CREDITS's buffer slots. */
+static int post_srq(struct gen *g, uint64_t s)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)gen_recv_buf(g, NULL,
+						GEN_WRID(1, GEN_WRID_SRQ, s)),
+		.length = g->rslot,
+		.lkey = g->mr->lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = GEN_WRID(1, GEN_WRID_SRQ, s),
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+	struct ibv_recv_wr *bad;
+
+	return -ibv_post_srq_recv(g->srq, &wr, &bad);
+}
+
+uint8_t *gen_recv_buf(struct gen *g, struct gen_qp *q, uint64_t wr_id)
+{
+	uint64_t idx = GEN_WRID_IDX(wr_id);
+
+	if (GEN_WRID_QP(wr_id) == GEN_WRID_SRQ)
+		return g->qp[idx / GEN_CREDITS].rbuf +
+		       (idx % GEN_CREDITS) * g->rslot;
+	return q->rbuf + (idx % GEN_CREDITS) * g->rslot;
+}
+
 /* A receive into the next slot; slots are reused in posting order. */
-int gen_post_recv(struct gen *g, struct gen_qp *q)
+static int post_rq(struct gen *g, struct gen_qp *q)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)q->rbuf +
@@ -294,14 +336,62 @@ int gen_post_send(struct gen_qp *q, struct ibv_send_wr *wr)
 	return ret;
 }
 
+/*
+ * Receive @wr_id of @q was consumed and checked: post it again. Its own
+ * RQ completes in posting order (checked); an SRQ's slots complete in any
+ * order across QPs (the sequence numbers check each QP's messages).
+ */
+int gen_recv_again(struct gen *g, struct gen_qp *q, uint64_t wr_id)
+{
+	uint64_t idx = GEN_WRID_IDX(wr_id);
+
+	if (GEN_WRID_QP(wr_id) == GEN_WRID_SRQ) {
+		q->rnext++;
+		q->rposted++; /* on the SRQ, for this QP's count */
+		return post_srq(g, idx);
+	}
+	if (idx != q->rnext)
+		gen_fail(g, &g->st.order_errors,
+			 "qp %u: receive #%" PRIu64
+			 " completed, expected #%" PRIu64,
+			 q->idx, idx, q->rnext);
+	q->rnext = idx + 1;
+	return post_rq(g, q);
+}
+
+/* The QP a completion is for: by its wr_id, an SRQ receive's by qp_num.
+ * NULL: none of ours. */
+struct gen_qp *gen_qp_of(struct gen *g, const struct ibv_wc *wc)
+{
+	uint32_t qi = GEN_WRID_QP(wc->wr_id);
+	int i;
+
+	if (qi == GEN_WRID_SRQ && g->srq) {
+		for (i = 0; i < g->o.qps; i++)
+			if (g->qp[i].qp->qp_num == wc->qp_num)
+				return &g->qp[i];
+		return NULL;
+	}
+	if (qi >= (uint32_t)g->o.qps || wc->qp_num != g->qp[qi].qp->qp_num)
+		return NULL;
+	return &g->qp[qi];
+}
+
 /* Every QP's receive queue full: credits (client) or messages (server). */
 int gen_post_recvs(struct gen *g)
 {
+	uint64_t s;
 	int i, j, ret;
 
-	for (i = 0; i < g->o.qps; i++)
+	for (s = 0; g->srq && s < (uint64_t)g->o.qps * GEN_CREDITS; s++) {
+		ret = post_srq(g, s);
+		if (ret)
+			return ret;
+		g->qp[s / GEN_CREDITS].rposted++;
+	}
+	for (i = 0; !g->srq && i < g->o.qps; i++)
 		for (j = 0; j < GEN_CREDITS; j++) {
-			ret = gen_post_recv(g, &g->qp[i]);
+			ret = post_rq(g, &g->qp[i]);
 			if (ret)
 				return ret;
 		}
@@ -315,6 +405,8 @@ void gen_verbs_close(struct gen *g)
 	for (i = 0; g->qp && i < g->o.qps; i++)
 		if (g->qp[i].qp)
 			ibv_destroy_qp(g->qp[i].qp);
+	if (g->srq)
+		ibv_destroy_srq(g->srq);
 	if (g->cq && g->cq_events)
 		ibv_ack_cq_events(g->cq, g->cq_events);
 	if (g->cq)

@@ -6,12 +6,14 @@
 # (r2cc-ctl shows it "ready"); without a secret it runs unprotected and
 # unharmed. Failover: r2cc-gen verifies every byte across carrier down,
 # black hole, one-sided cut, flap and 30% loss (0 mismatches, duplicates,
-# losses, order errors, errors), r2cc-ctl shows the QPs migrated; once a
+# losses, order errors, errors), r2cc-ctl shows the QPs migrated; QPs on
+# an SRQ (r2cc-gen --srq) move with it, its receives once; once a
 # failed rail is back for the hold, the QPs move back to it and are
 # protected again (the per-rail timeline shows the traffic return), and
 # when the backup's rail dies while the QPs run on it and theirs is back,
 # they move back at once; both rails
-# down fails the program in bounded time; ibv_rc_pingpong and perftest's
+# down fails the program in bounded time; ibv_rc_pingpong,
+# ibv_srq_pingpong and perftest's
 # ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill, and so
 # does an Open MPI job over libfabric's verbs;ofi_rxm (checked messages); the
 # same fault without r2cc kills the generator and ib_write_bw. Prints fault
@@ -86,7 +88,8 @@ gen_fo() {
 	R2CC="$R2CC${FO_ENV:+ $FO_ENV}"
 	[ "$NODE" = "$fnode" ] && fault_midrun "$name" "$@"
 	ctl_wait "$name" migrated
-	pair "$name" ok 150 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t ${GEN_T:-30} -i 1 \$SERVER"
+	pair "$name" ok 150 18600 "$R2CC $GEN${GEN_X:+ $GEN_X} -i 1" \
+		"$R2CC $GEN${GEN_X:+ $GEN_X} -t ${GEN_T:-30} -i 1 \$SERVER"
 	[ "$NODE" = "$fnode" ] && wait "$FAULT_PID"
 	wait "$CTL_PID"
 	# r2cc-ctl saw the QPs on their backup rail, a failover counted
@@ -155,6 +158,23 @@ barrier fo.cut.cleared 60
 gen_fo fo.flap b fault_flap 0 "down 1 up 1 down 0"
 [ "$NODE" = b ] && { sleep 3; fault_clear 0; wait_port_active 0 30; }
 barrier fo.flap.cleared 60
+
+# QPs on an SRQ (each side's 4 QPs share one, as UCX's rc_verbs does):
+# the SRQ moves with its QPs. Carrier down on b (b's QPs fenced by the
+# event, a's by b's word), then a black hole on a's egress (every QP
+# fenced by its own CQ error, or by its SRQ's move); every byte verified.
+GEN_X=--srq gen_fo fo.srq b fault_carrier 0 down
+[ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
+barrier fo.srq.cleared 60
+GEN_X=--srq gen_fo fo.srqhole a fault_blackhole 0
+[ "$NODE" = a ] && fault_clear 0
+barrier fo.srqhole.cleared 60
+for c in fo.srq fo.srqhole; do
+	log=$LAB/$NODE.$c.log
+	grep -q 'SRQ: .* receives re-posted' "$log" &&
+		check pass "$c.srq" "$(grep -m1 'SRQ: .* receives re-posted' "$log" | sed 's/.*SRQ: //')" ||
+		check fail "$c.srq" "$(grep -E 'SRQ|unprotected|abandon' "$log" | head -3)"
+done
 
 # Primary restored: b's rail 0 down for 6 s, then back. Once it has been
 # up for the hold (3 s here), both ends move every QP back to rail 0 (the
@@ -348,6 +368,9 @@ prog_fo() {
 
 PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 30000 -s 1024"
 prog_fo fo.pingpong 8 "$PP" "$PP"
+# 8 QPs on one SRQ each side: they move with it.
+SP="ibv_srq_pingpong -d $(rail_ibdev 0) -g 1 -n 20000 -s 1024 -q 8"
+prog_fo fo.srq_pingpong 8 "$SP" "$SP"
 # perftest: the write_bw and read_bw servers never move their QP past RTR
 # (r2cc protects from RTR on); -D 20 with the kill 10 s in.
 PT=$REPO/tests/lab/lib/perftest-retry
