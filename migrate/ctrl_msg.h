@@ -41,7 +41,9 @@
  *                   bit 1: ACK only: a receive is taken, see below) |
  *                   rsv u16 | rq_psn u32 (0 unless valid) | recvs u64
  *  9 FAILBACK:      qpn u32 | phase u8 | flags u8 (bit 0: recovered,
- *                   bit 1: urgent) | rsv u16 | psn u32
+ *                   bit 1: urgent) | rsv u16 | psn u32 (PROPOSE, READY:
+ *                   the sender's round; ABORT: the round it ends, the
+ *                   sender's or the receiver's; REARM: the backup's)
  * 10 KEEPALIVE:     timestamp u64
  * 11 PEER_DOWN:     rail u8 | reason u8 | rsv u16
  * QPNs and PSNs are 24-bit. Decoding is strict, so encode(decode(f)) == f.
@@ -189,7 +191,7 @@ struct r2cc_ctrl_msg {
 			uint32_t qpn;
 			uint8_t phase; /* enum r2cc_ctrl_fb_phase */
 			uint8_t flags; /* R2CC_CTRL_FB_RECOVERED */
-			uint32_t psn; /* PROPOSE, REARM; else 0 */
+			uint32_t psn; /* the round's (see above), REARM's */
 		} failback;
 		uint64_t keepalive_ns;
 		struct {

@@ -58,6 +58,7 @@ static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	mq->fb.peer_recovered = false;
 	mq->fb.ready = mq->fb.peer_ready = false;
+	mq->fb.peer_psn = R2CC_FB_NO_ROUND; /* a late READY of it is stale */
 	mq->fb.not_before_ns = now + ps.failback_hold_ms * 1000000ULL;
 }
 
@@ -138,7 +139,7 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 		r2cc_err("QP %#x: primary not recycled (%s): stays on its "
 			 "backup",
 			 mq->qpn, strerror(ret));
-		send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
+		send_fb(mq, R2CC_CTRL_FB_ABORT, 0, mq->fb.psn);
 		fb_reset(mq, now);
 		mq->fb.not_before_ns = UINT64_MAX; /* for good */
 		if (mq->fb.urgent)
@@ -159,7 +160,7 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	 * recycle may take a second: RTR resolves the peer's address
 	 * afresh): only then the fences, so the move stalls for one
 	 * exchange. */
-	if (send_fb(mq, R2CC_CTRL_FB_READY, 0, 0)) {
+	if (send_fb(mq, R2CC_CTRL_FB_READY, 0, mq->fb.psn)) {
 		fb_reset(mq, now);
 		if (mq->fb.urgent)
 			urgent_failed(mq, "the control channel failed");
@@ -222,9 +223,10 @@ bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq)
 	mq->fb.not_before_ns = 0;
 	if (!mq->held)
 		r2cc_mig_hold_start(mq);
-	if (!mq->fb.proposed && !mq->fb.ready)
-		propose(mq, R2CC_CTRL_FB_URGENT | R2CC_CTRL_FB_RECOVERED, now);
-	return mq->fb.urgent; /* false: it failed at once */
+	/* Proposed by the next tick, on the control thread: the recycle
+	 * that follows may take a second (RTR), not the program's poll's
+	 * or the health thread's. */
+	return true;
 }
 
 /*
@@ -248,6 +250,14 @@ void r2cc_mig_fb_tick(void)
 		if (settled(mq) && mq->fb.urgent &&
 		    r2cc_mig_past(mq->fb.urgent_ns, now, R2CC_FENCE_BOUND_MS)) {
 			urgent_failed(mq, "no answer from the peer in time");
+			goto next;
+		}
+		if (settled(mq) && mq->fb.urgent) {
+			if (!mq->fb.proposed && !mq->fb.ready)
+				propose(mq,
+					R2CC_CTRL_FB_URGENT |
+						R2CC_CTRL_FB_RECOVERED,
+					now);
 			goto next;
 		}
 		if (settled(mq) && mq->fb.ready &&
@@ -279,7 +289,7 @@ void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq)
 {
 	if (!(mq->fb.proposed || mq->fb.ready || mq->fb.urgent) || !settled(mq))
 		return;
-	send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
+	send_fb(mq, R2CC_CTRL_FB_ABORT, 0, mq->fb.psn);
 	fb_reset(mq, r2cc_mig_now_ns());
 	if (mq->fb.urgent)
 		urgent_failed(mq, "the primary's rail is down too");
@@ -342,7 +352,8 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		urgent = m->failback.flags & R2CC_CTRL_FB_URGENT;
 		if (!settled(mq) || (!urgent && (now < mq->fb.not_before_ns ||
 						 !budget_left(mq, now)))) {
-			send_fb(mq, R2CC_CTRL_FB_ABORT, 0, 0);
+			/* the refused round is named by its PSN */
+			send_fb(mq, R2CC_CTRL_FB_ABORT, 0, m->failback.psn);
 			break;
 		}
 		mq->fb.peer_proposed = true;
@@ -357,8 +368,13 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			propose(mq, 0, now);
 		break;
 	case R2CC_CTRL_FB_READY:
-		if (!settled(mq))
+		/* Of this round (its PROPOSE came first on the channel), not
+		 * of one given up meanwhile: that one would move the QP while
+		 * the peer's primary is not connected. */
+		if (!settled(mq) || m->failback.psn != mq->fb.peer_psn) {
+			r2cc_dbg("QP %#x: a stale READY: dropped", mq->qpn);
 			break;
+		}
 		mq->fb.peer_ready = true;
 		if (mq->fb.ready)
 			go(mq);
@@ -370,6 +386,10 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			rearm(mq);
 		break;
 	case R2CC_CTRL_FB_ABORT:
+		/* Of the peer's round, or of ours it refuses; not a stale one */
+		if (m->failback.psn != mq->fb.peer_psn &&
+		    (!mq->fb.proposed || m->failback.psn != mq->fb.psn))
+			break;
 		if (settled(mq) && mq->fb.urgent)
 			urgent_failed(mq, "the peer cannot move back");
 		else if (settled(mq))

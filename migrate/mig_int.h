@@ -21,6 +21,8 @@
  * slides (bounded migrations, no storm). */
 #define R2CC_FB_MOVES 3
 #define R2CC_FB_WINDOW_MS 60000
+/* fb.peer_psn when no round of the peer's is known (PSNs are 24-bit) */
+#define R2CC_FB_NO_ROUND UINT32_MAX
 #define MAX_PEER_MRS 4096
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
 #define MAX_EARLY 256
@@ -210,7 +212,8 @@ void r2cc_mig_give_back(struct r2cc_mig_qp *mq);
  * what r2cc stashed for it (lock held; after the last push) */
 void r2cc_mig_wake(struct r2cc_mig_qp *mq);
 /* failback.c: the backup failed while the QP runs on it: move back now if
- * the primary's rail is up (lock held). True: the move has begun. */
+ * the primary's rail is up (lock held; the next tick proposes). True: the
+ * move back is under way. */
 bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
 /* failover.c: start the failback move: the primary is recycled and
  * connected, fence the backup (mq lock held) */

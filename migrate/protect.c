@@ -631,6 +631,7 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 	mq->slot = slot;
 	mq->rail = -1;
 	mq->backup_rail = -1;
+	mq->fb.peer_psn = R2CC_FB_NO_ROUND;
 	mq->logging = true;
 	if (srq)
 		r2cc_mig_srq_joined(mq, srq);
