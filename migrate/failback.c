@@ -16,6 +16,7 @@
 
 #include "chan.h"
 #include "mig_int.h"
+#include "probe.h"
 
 static int send_fb(struct r2cc_mig_qp *mq, uint8_t phase, uint8_t flags,
 		   uint32_t psn)
@@ -242,7 +243,9 @@ void r2cc_mig_fb_tick(void)
 
 	pthread_mutex_lock(&ps.lock);
 	now = r2cc_mig_now_ns();
+	r2cc_probe_poll(now);
 	for (mq = ps.qps; mq; mq = mq->next) {
+		uint64_t hold_ns = ps.failback_hold_ms * 1000000ULL, hold_end;
 		struct r2cc_health_info h;
 		bool back;
 
@@ -276,8 +279,21 @@ void r2cc_mig_fb_tick(void)
 		    !r2cc_mig_past(h.since_ns, now, ps.failback_hold_ms))
 			goto next;
 		back = h.since_ns > mq->fault_ns;
-		if (!back && !mq->fb.peer_recovered)
-			goto next;
+		if (!back && !mq->fb.peer_recovered) {
+			/* No event says it is over (a black hole): a probe
+			 * of the path, from a hold after the failover on,
+			 * must get through after that. */
+			hold_end = mq->fault_ns + hold_ns;
+			if (now < hold_end ||
+			    r2cc_probe_path(mq->gid, mq->dest_gid,
+					    r2cc_chan_port(), hold_end, now,
+					    ps.failback_hold_ms) != 1)
+				goto next;
+			back = true;
+			r2cc_info("QP %#x: the path on rail %d gets through "
+				  "again (probe)",
+				  mq->qpn, mq->rail);
+		}
 		propose(mq, back ? R2CC_CTRL_FB_RECOVERED : 0, now);
 	next:
 		pthread_mutex_unlock(&mq->lock);

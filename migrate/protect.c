@@ -14,6 +14,7 @@
 
 #include "chan.h"
 #include "mig_int.h"
+#include "probe.h"
 
 struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
 			     .mr_lock = PTHREAD_RWLOCK_INITIALIZER };
@@ -554,6 +555,9 @@ void r2cc_mig_stop(void)
 {
 	ps.on = false;
 	r2cc_chan_stop();
+	pthread_mutex_lock(&ps.lock);
+	r2cc_probe_reset();
+	pthread_mutex_unlock(&ps.lock);
 }
 
 bool r2cc_mig_on(void)
