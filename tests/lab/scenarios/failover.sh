@@ -11,7 +11,8 @@
 # failed rail is back for the hold, the QPs move back to it and are
 # protected again (the per-rail timeline shows the traffic return), and
 # when the backup's rail dies while the QPs run on it and theirs is back,
-# they move back at once; both rails
+# they move back at once; after a black hole (no event) they move back
+# once a probe of the path gets through; both rails
 # down fails the program in bounded time; ibv_rc_pingpong,
 # ibv_srq_pingpong and perftest's
 # ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill, and so
@@ -220,6 +221,28 @@ if [ "$NODE" = b ]; then
 	esac
 fi
 barrier fo.failback.cleared 60
+
+# A black hole on a's rail 0 for 8 s, then gone: no event anywhere says
+# it is over. From the hold (3 s) after the failover on, each side probes
+# the path (a TCP handshake from its rail-0 address to the peer's), again
+# after 3 s, 6 s... while it stays dark; once one gets through, the QPs
+# move back to rail 0; every byte verified.
+hole_for() {
+	fault_blackhole 0
+	sleep 8
+	fault_clear 0
+}
+FO_ENV="R2CC_FAILBACK_HOLD_MS=3000" GEN_T=40 gen_fo fo.holeback a hole_for
+log=$LAB/$NODE.fo.holeback.log
+n=$(grep -c 'moved back to rail 0' "$log")
+probed=$(grep -c 'gets through again (probe)' "$log")
+if [ "$n" -gt 0 ] && [ "$probed" -gt 0 ]; then
+	check pass fo.holeback.moves "$n QPs moved back, $probed on a probe's word; $(grep -m1 'gets through again' "$log" | sed 's/.*QP/QP/')"
+else
+	check fail fo.holeback.moves "moved back $n, probes through $probed: $(grep -E 'probe|back|abandon' "$log" | head -3)"
+fi
+[ "$NODE" = a ] && fault_clear 0
+barrier fo.holeback.cleared 60
 
 # The backup's rail fails while the QPs run on it and their own rail is
 # back (within the hold: no planned move yet): both ends move them back
