@@ -855,6 +855,7 @@ static void move_done(struct r2cc_mig_qp *mq)
 {
 	unhold(mq);
 	mq->fenced = false;
+	atomic_fetch_sub(&ps.waiting, 1);
 	mq->on_backup = !mq->on_backup;
 	if (mq->on_backup) {
 		atomic_fetch_add(&ps.away, 1);
@@ -940,7 +941,6 @@ static void replay(struct r2cc_mig_qp *mq)
 		return;
 	}
 	mq->replayed = true;
-	atomic_fetch_sub(&ps.waiting, 1);
 	if (!mq->back) {
 		cq_attach(mq->scq, mq, mq->bscq);
 		if (mq->rcq != mq->scq || mq->brcq != mq->bscq)
@@ -1144,6 +1144,7 @@ void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
 	unhold(mq);
 	mq->logging = false;
+	atomic_fetch_sub(&ps.waiting, 1);
 	r2cc_mig_wake(mq);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
@@ -1251,6 +1252,16 @@ void r2cc_mig_tick(void)
 		if (mq->fenced && !mq->replayed && mq->logging &&
 		    r2cc_mig_past(mq->fault_ns, now, R2CC_FENCE_BOUND_MS))
 			abandon(mq, "no answer from the peer in time");
+		/* Replayed, but the peer's count of our consumed receives
+		 * never came (its channel died between the two): the
+		 * receives cannot move. (An SRQ's QPs: bounded by the
+		 * SRQ's sweep.) */
+		else if (mq->fenced && mq->replayed && !mq->reposted &&
+			 mq->logging && !mq->srq &&
+			 r2cc_mig_past(mq->fault_ns, now,
+				       2 * R2CC_FENCE_BOUND_MS))
+			r2cc_mig_fail(mq, "the peer never said which receives "
+					  "its messages consumed");
 		pthread_mutex_unlock(&mq->lock);
 	}
 	if (ps.srqs)

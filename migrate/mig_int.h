@@ -183,7 +183,8 @@ struct r2cc_mig_state {
 	unsigned int nearly;
 	struct r2cc_mig_srq *srqs; /* the program's SRQs (srq.c) */
 	_Atomic bool srq_sweep; /* an SRQ's state changed: sweep soon */
-	_Atomic unsigned int waiting; /* QPs fenced, not yet moved */
+	/* QPs fenced, their move neither done nor given up */
+	_Atomic unsigned int waiting;
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;
 	uint32_t failback_hold_ms;

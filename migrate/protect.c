@@ -950,7 +950,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	r2cc_mig_cq_detach(mq);
 	pthread_mutex_lock(&mq->lock);
 	r2cc_mig_srq_left(mq);
-	if (mq->fenced && !mq->replayed && mq->logging)
+	if (mq->fenced && mq->logging)
 		atomic_fetch_sub(&ps.waiting, 1);
 	if (mq->on_backup)
 		atomic_fetch_sub(&ps.away, 1);
