@@ -448,7 +448,7 @@ void r2cc_mig_wake(struct r2cc_mig_qp *mq)
 static int recv_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc)
 {
 	if (mq->srq) {
-		r2cc_mig_srq_retire(mq, wc->wr_id);
+		r2cc_mig_srq_retire(mq, wc->wr_id, true);
 		return 0;
 	}
 	return r2cc_recvlog_complete(mq->rlog, wc->wr_id);
@@ -513,6 +513,10 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 			keep = 0;
 		}
 	}
+	/* A receive error the program sees (not a path's, or not moved):
+	 * the SRQ's WR it consumed retires. */
+	if (keep && recv && mq->srq)
+		r2cc_mig_srq_retire(mq, wc->wr_id, false);
 out:
 	pthread_mutex_unlock(&mq->lock);
 	return keep;

@@ -230,14 +230,15 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq); /* the move back is done */
 /* @mq's primary rail went down: a proposal of it is withdrawn */
 void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq);
-/* srq.c: @mq joins its program SRQ @s / leaves it (mq lock held) */
+/* srq.c: @mq joins its program SRQ @s (a new QP, no lock held; one
+ * joining a moved SRQ is unprotected) / leaves it (mq lock held) */
 void r2cc_mig_srq_joined(struct r2cc_mig_qp *mq, struct r2cc_mig_srq *s);
 void r2cc_mig_srq_left(struct r2cc_mig_qp *mq);
 /* srq.c: the backup rail of @mq is its SRQ's (pinned by the first QP,
  * whose backup SRQ is made now); @d is changed to it (mq lock held) */
 int r2cc_mig_srq_pin(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d);
-/* srq.c: a successful receive of @mq polled (mq lock held) */
-void r2cc_mig_srq_retire(struct r2cc_mig_qp *mq, uint64_t wr_id);
+/* srq.c: a receive of @mq polled, @ok: successful (mq lock held) */
+void r2cc_mig_srq_retire(struct r2cc_mig_qp *mq, uint64_t wr_id, bool ok);
 /* srq.c: @mq was fenced: its SRQ moves, all its QPs (mq lock held) */
 void r2cc_mig_srq_fenced(struct r2cc_mig_qp *mq);
 /* srq.c: the peer's FAILOVER_ACK for @mq (mq lock held): -EPIPE when

@@ -157,6 +157,10 @@ int r2cc_srqlog_retire(struct r2cc_srqlog *log, uint64_t wr_id);
  */
 int r2cc_srqlog_split(struct r2cc_srqlog *log, uint32_t consumed,
 		      struct r2cc_recv_replay *res);
+/* r2cc_srqlog_posted() - the split's list is on a queue now: the entries
+ * appended unposted are posted ones (until then, r2cc_srqlog_unposted()
+ * still finds them). */
+void r2cc_srqlog_posted(struct r2cc_srqlog *log);
 /* r2cc_srqlog_unposted() - the unposted entries, in order, on
  * @res->first: they go where the SRQ stays (the move is abandoned). */
 void r2cc_srqlog_unposted(struct r2cc_srqlog *log,

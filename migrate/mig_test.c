@@ -59,3 +59,10 @@ void r2cc_mig_test_unprotect(struct r2cc_mig_qp *mq)
 	r2cc_mig_fail(mq, "test");
 	pthread_mutex_unlock(&mq->lock);
 }
+
+void r2cc_mig_test_state(struct r2cc_mig_qp *mq, uint32_t st)
+{
+	pthread_mutex_lock(&mq->lock);
+	r2cc_mig_set_state(mq, st);
+	pthread_mutex_unlock(&mq->lock);
+}

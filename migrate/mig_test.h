@@ -24,6 +24,8 @@ void r2cc_mig_test_srq_bound(struct r2cc_mig_srq *s, struct ibv_srq *bsrq,
 			     int rail);
 /* @mq cannot be protected any more (as when its peer has no r2cc). */
 void r2cc_mig_test_unprotect(struct r2cc_mig_qp *mq);
+/* @mq's protection state is @st (enum r2cc_prot_state). */
+void r2cc_mig_test_state(struct r2cc_mig_qp *mq, uint32_t st);
 /* The control thread's SRQ sweep, under the module lock. */
 void r2cc_mig_test_sweep(void);
 /* Free @mq after r2cc_mig_release() (no poller can hold it in a test). */

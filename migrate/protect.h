@@ -115,6 +115,9 @@ int r2cc_mig_srq_post(struct r2cc_mig_srq *s, struct ibv_recv_wr *wr,
  * left on the program's SRQ was re-posted on the backup's (buffers the
  * new QP would share). */
 bool r2cc_mig_srq_joinable(struct r2cc_mig_srq *s);
+/* A QP on @s that r2cc cannot protect (no protection state): @s cannot
+ * move exactly any more; it and its QPs run unprotected (logged). */
+void r2cc_mig_srq_break(struct r2cc_mig_srq *s, const char *why);
 /**
  * r2cc_mig_qp_new() - the program created an RC QP: its receives are
  * logged from now on (its own receive queue's, or its SRQ's)

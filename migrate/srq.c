@@ -130,10 +130,14 @@ int r2cc_mig_srq_post(struct r2cc_mig_srq *s, struct ibv_recv_wr *wr,
 	}
 	for (w = wr; w && w != stop && s->where != R2CC_SRQ_BROKEN;
 	     w = w->next) {
-		if (s->where == R2CC_SRQ_AWAY && (err = backup_post(s, w))) {
-			*bad = w;
-			ret = -err;
-			break;
+		/* Moved for good (no move back): no log any more */
+		if (s->where == R2CC_SRQ_AWAY) {
+			if ((err = backup_post(s, w))) {
+				*bad = w;
+				ret = -err;
+				break;
+			}
+			continue;
 		}
 		err = r2cc_srqlog_append(s->log, w,
 					 s->where != R2CC_SRQ_MOVING);
@@ -145,29 +149,40 @@ int r2cc_mig_srq_post(struct r2cc_mig_srq *s, struct ibv_recv_wr *wr,
 			ret = ENOMEM;
 			break;
 		}
-		if (s->where == R2CC_SRQ_HOME)
-			broken(s, "its receive log is full");
-		else
-			r2cc_err("SRQ: receive log full: a later move of it "
-				 "would lose wr_id %#llx",
-				 (unsigned long long)w->wr_id);
+		broken(s, "its receive log is full");
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
 
-/* ---- its QPs (mq->lock held) ---- */
+/* ---- its QPs ---- */
 
 void r2cc_mig_srq_joined(struct r2cc_mig_qp *mq, struct r2cc_mig_srq *s)
 {
 	mq->srq = s;
-	if (s->where == R2CC_SRQ_BROKEN)
-		mq->logging = false;
 	/* The backup's receive CQ holds its share of the SRQ's WRs. */
 	if (mq->cap.max_recv_wr < s->max_wr)
 		mq->cap.max_recv_wr = s->max_wr;
 	pthread_mutex_lock(&s->lock);
 	s->nqps++;
+	if (s->where == R2CC_SRQ_MOVING || s->where == R2CC_SRQ_AWAY)
+		/* It moved since the shim asked (r2cc_mig_srq_joinable) */
+		r2cc_err("QP %#x joined an SRQ r2cc moved meanwhile: "
+			 "unprotected, its receives may share buffers with "
+			 "the backup's",
+			 mq->qpn);
+	if (s->where != R2CC_SRQ_HOME)
+		mq->logging = false;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void r2cc_mig_srq_break(struct r2cc_mig_srq *s, const char *why)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->where == R2CC_SRQ_HOME)
+		broken(s, why);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -214,15 +229,22 @@ int r2cc_mig_srq_pin(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 	return ret;
 }
 
-void r2cc_mig_srq_retire(struct r2cc_mig_qp *mq, uint64_t wr_id)
+void r2cc_mig_srq_retire(struct r2cc_mig_qp *mq, uint64_t wr_id, bool ok)
 {
 	struct r2cc_mig_srq *s = mq->srq;
 
 	pthread_mutex_lock(&s->lock);
-	mq->srq_polled++;
-	if (s->where != R2CC_SRQ_BROKEN && r2cc_srqlog_retire(s->log, wr_id))
-		r2cc_dbg("QP %#x: SRQ receive %#llx not in the log", mq->qpn,
-			 (unsigned long long)wr_id);
+	/* A success is a receive the peer counts as consumed */
+	if (ok)
+		mq->srq_polled++;
+	if ((s->where == R2CC_SRQ_HOME || s->where == R2CC_SRQ_MOVING) &&
+	    r2cc_srqlog_retire(s->log, wr_id)) {
+		if (s->where == R2CC_SRQ_HOME)
+			broken(s, "a receive completion its log does not know");
+		else
+			r2cc_dbg("QP %#x: SRQ receive %#llx not in the log",
+				 mq->qpn, (unsigned long long)wr_id);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -309,6 +331,7 @@ static int try_move(struct r2cc_mig_srq *s, uint64_t now, const char **why)
 		*why = "the backup SRQ refused its receives";
 		return ret;
 	}
+	r2cc_srqlog_posted(s->log);
 	s->where = R2CC_SRQ_AWAY;
 	r2cc_info("SRQ: %u receives re-posted on rail %d, %u consumed before "
 		  "the fence",
@@ -330,17 +353,26 @@ static void sweep_one(struct r2cc_mig_srq *s, uint64_t now)
 	pthread_mutex_unlock(&s->lock);
 	if (where == R2CC_SRQ_AWAY || s->done)
 		return;
-	/* Every QP on it follows a move; one that cannot, sinks it. */
-	for (mq = ps.qps; mq; mq = mq->next) {
+	/* Every QP on it follows a move; one that cannot (unprotected, or
+	 * not bound yet) sinks it: decided before any is fenced, so that
+	 * the others then give up unfenced, as without r2cc. */
+	for (mq = ps.qps; mq && !lost; mq = mq->next) {
 		if (mq->srq != s)
 			continue;
 		pthread_mutex_lock(&mq->lock);
-		if (where == R2CC_SRQ_MOVING && mq->logging && !mq->fenced &&
-		    !mq->on_backup)
+		lost = !mq->logging ||
+		       (where == R2CC_SRQ_MOVING && !mq->fenced &&
+			r2cc_mig_state(mq) != R2CC_PROT_READY);
+		pthread_mutex_unlock(&mq->lock);
+	}
+	for (mq = ps.qps; mq && !lost && where == R2CC_SRQ_MOVING;
+	     mq = mq->next) {
+		if (mq->srq != s)
+			continue;
+		pthread_mutex_lock(&mq->lock);
+		if (!mq->fenced)
 			r2cc_mig_fence(mq, R2CC_CTRL_WHY_SRQ);
-		if (!mq->logging ||
-		    (where == R2CC_SRQ_MOVING && !mq->fenced && !mq->on_backup))
-			lost = true;
+		lost = !mq->fenced; /* the fence itself failed */
 		pthread_mutex_unlock(&mq->lock);
 	}
 	pthread_mutex_lock(&s->lock);

@@ -184,9 +184,13 @@ int r2cc_srqlog_split(struct r2cc_srqlog *log, uint32_t consumed,
 		res->nrepost++;
 	}
 	res->npending = consumed;
-	log->unposted = 0;
 	log->st.reposted += res->nrepost;
 	return 0;
+}
+
+void r2cc_srqlog_posted(struct r2cc_srqlog *log)
+{
+	log->unposted = 0;
 }
 
 void r2cc_srqlog_unposted(struct r2cc_srqlog *log, struct r2cc_recv_replay *res)

@@ -164,8 +164,12 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 		q->st = q->slot ? &q->slot->st : &q->st_own;
 	}
 	errno = saved;
-	if (!r2cc_obj_add(qp, q, R2CC_OBJ_QP, qp_free))
+	if (!r2cc_obj_add(qp, q, R2CC_OBJ_QP, qp_free)) {
+		if (sq)
+			r2cc_mig_srq_break(sq->mig, "a QP on it is untracked");
+		errno = saved;
 		return qp;
+	}
 	r2cc_map_insert(&r2cc_shim.qpn, r2cc_qpn_key(c, q->qpn), q);
 	/* Only now: the builders find their recorder through the registry. */
 	if (ax && (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
@@ -176,6 +180,9 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 	    (!ax || !(ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
 	     (q->rec && !(ax->send_ops_flags & ~REPLAYABLE_OPS))))
 		r2cc_qp_protect_new(q, cap, sig_all, sq ? sq->mig : NULL);
+	/* One QP on the SRQ r2cc cannot follow takes WRs no count covers */
+	if (sq && !q->mig)
+		r2cc_mig_srq_break(sq->mig, "a QP on it cannot be protected");
 	if (q->mig && q->rec) {
 		/* ibv_wr_* batches go through the send log too. */
 		q->rec->post = rec_post;

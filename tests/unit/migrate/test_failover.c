@@ -10,7 +10,8 @@
  * order, then flushes for what was posted meanwhile), r2cc's own
  * completion-event WR never reaching the program, and two QPs on one SRQ
  * moving together: the consumed, unpolled receives left to the fenced
- * QPs, the rest re-posted on the backup SRQ in posting order.
+ * QPs, the rest re-posted on the backup SRQ in posting order; a QP
+ * that cannot follow its SRQ sinks the move without being fenced.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -540,4 +541,22 @@ Test(failover, an_srq_with_an_unprotected_qp_is_unprotected, .init = setup_srq,
 	/* A fault now is the program's, as without r2cc. */
 	cr_assert_eq(primary_wc(77, IBV_WC_RETRY_EXC_ERR), 1);
 	cr_assert_eq(prim.state, IBV_QPS_RESET, "not fenced by r2cc");
+}
+
+Test(failover, a_qp_that_cannot_follow_its_srq_is_not_fenced_for_it,
+     .init = setup_srq, .fini = teardown_srq, .timeout = 20)
+{
+	srq_post(100);
+	/* The second QP is still binding (not ready) when the first's path
+	 * dies: the SRQ cannot move; the first gives up its move, the
+	 * second is left alone (not fenced), as without r2cc. */
+	r2cc_mig_test_state(mq2, R2CC_PROT_BINDING);
+	cr_assert_eq(primary_wc(77, IBV_WC_RETRY_EXC_ERR), 0);
+	r2cc_mig_test_sweep();
+	cr_assert_eq(prim2.state, IBV_QPS_RESET, "not fenced for the SRQ");
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
+	cr_assert_eq(r2cc_mig_state(mq2), R2CC_PROT_NONE);
+	srq_post(101);
+	cr_assert_eq(psrq.n, 2, "posts go on to the program's SRQ");
+	cr_assert_eq(bsrq.n, 0);
 }

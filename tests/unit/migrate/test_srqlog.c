@@ -106,7 +106,26 @@ Test(srqlog, unposted_ones_go_last_and_never_retire)
 	cr_assert_eq(stats(log).unposted, 2);
 	cr_assert_eq(r2cc_srqlog_split(log, 2, &res), 0);
 	check_list(&res, (const uint64_t[]){ 3, 4 }, 2);
+	/* Until the list is on a queue, a failed move still finds them. */
+	cr_assert_eq(stats(log).unposted, 2);
+	r2cc_srqlog_unposted(log, &res);
+	check_list(&res, (const uint64_t[]){ 3, 4 }, 2);
+	r2cc_srqlog_free(log);
+}
+
+Test(srqlog, posted_after_the_split_makes_them_ordinary)
+{
+	struct r2cc_srqlog *log = r2cc_srqlog_new(4, 2);
+	struct r2cc_recv_replay res;
+
+	cr_assert_not_null(log);
+	cr_assert_eq(post(log, 1, true), 0);
+	cr_assert_eq(post(log, 2, false), 0);
+	cr_assert_eq(r2cc_srqlog_split(log, 0, &res), 0);
+	check_list(&res, (const uint64_t[]){ 1, 2 }, 2);
+	r2cc_srqlog_posted(log);
 	cr_assert_eq(stats(log).unposted, 0);
+	cr_assert_eq(r2cc_srqlog_retire(log, 2), 0);
 	r2cc_srqlog_free(log);
 }
 
