@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log_int.h"
 #include "migrate.h"
 
 /* More WRs than any HCA's max_qp_wr; keeps counts within an int */
@@ -67,9 +68,7 @@ void r2cc_recvlog_free(struct r2cc_recvlog *log)
 
 static uint32_t slot(const struct r2cc_recvlog *log, uint32_t i)
 {
-	uint32_t s = log->head + i;
-
-	return s >= log->cap ? s - log->cap : s;
+	return r2cc_ring_slot(log->head, i, log->cap);
 }
 
 static struct r2cc_recvlog_ent *at(const struct r2cc_recvlog *log, uint32_t i)
@@ -90,14 +89,7 @@ int r2cc_recvlog_append(struct r2cc_recvlog *log, const struct ibv_recv_wr *wr)
 	s = slot(log, log->count);
 	e = &log->ent[s];
 	sge = &log->sge[(size_t)s * log->max_sge];
-	/* The program may reuse its SGE array once post_recv returns */
-	if (wr->num_sge)
-		memcpy(sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*sge));
-	e->wr = (struct ibv_recv_wr){
-		.wr_id = wr->wr_id,
-		.sg_list = sge,
-		.num_sge = wr->num_sge,
-	};
+	r2cc_recv_copy(&e->wr, sge, wr);
 	e->epoch = log->epoch;
 	log->count++;
 	log->st.posted++;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log_int.h"
 #include "migrate.h"
 
 /* More WRs than any HCA's max_qp_wr; keeps counts within an int */
@@ -77,9 +78,7 @@ void r2cc_sendlog_free(struct r2cc_sendlog *log)
 
 static uint32_t slot(const struct r2cc_sendlog *log, uint32_t i)
 {
-	uint32_t s = log->head + i;
-
-	return s >= log->cap ? s - log->cap : s;
+	return r2cc_ring_slot(log->head, i, log->cap);
 }
 
 static struct r2cc_sendlog_ent *at(const struct r2cc_sendlog *log, uint32_t i)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log_int.h"
 #include "migrate.h"
 
 #define MAX_CAP (1U << 24)
@@ -69,9 +70,7 @@ void r2cc_srqlog_free(struct r2cc_srqlog *log)
 
 static uint32_t slot(const struct r2cc_srqlog *log, uint32_t i)
 {
-	uint32_t s = log->head + i;
-
-	return s >= log->cap ? s - log->cap : s;
+	return r2cc_ring_slot(log->head, i, log->cap);
 }
 
 static struct r2cc_srqlog_ent *at(const struct r2cc_srqlog *log, uint32_t i)
@@ -89,13 +88,9 @@ static int grow(struct r2cc_srqlog *log)
 	if (cap > MAX_CAP || alloc_ring(&ent, &sge, cap, log->max_sge))
 		return -ENOSPC;
 	for (i = 0; i < log->used; i++) {
-		struct ibv_sge *s = &sge[(size_t)i * log->max_sge];
-
 		ent[i] = *at(log, i);
-		if (ent[i].wr.num_sge)
-			memcpy(s, ent[i].wr.sg_list,
-			       (size_t)ent[i].wr.num_sge * sizeof(*s));
-		ent[i].wr.sg_list = s;
+		r2cc_recv_copy(&ent[i].wr, &sge[(size_t)i * log->max_sge],
+			       &at(log, i)->wr);
 	}
 	free(log->ent);
 	free(log->sge);
@@ -120,13 +115,7 @@ int r2cc_srqlog_append(struct r2cc_srqlog *log, const struct ibv_recv_wr *wr,
 	s = slot(log, log->used);
 	e = &log->ent[s];
 	sge = &log->sge[(size_t)s * log->max_sge];
-	if (wr->num_sge)
-		memcpy(sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*sge));
-	e->wr = (struct ibv_recv_wr){
-		.wr_id = wr->wr_id,
-		.sg_list = sge,
-		.num_sge = wr->num_sge,
-	};
+	r2cc_recv_copy(&e->wr, sge, wr);
 	e->live = true;
 	log->used++;
 	log->live++;
