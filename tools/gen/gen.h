@@ -35,8 +35,11 @@ enum gen_wr_stat {
 #define GEN_WRID_RECV(id) ((id) >> 63)
 #define GEN_WRID_QP(id) (((id) >> 48) & 0x7fff)
 #define GEN_WRID_IDX(id) ((id)&0xffffffffffffULL)
-/* An SRQ receive's "QP": its index is the slot (the QP is the wc's) */
+/* An SRQ receive's "QP": its index is the slot and the slot's post
+ * generation (GEN_SRQ_*; the QP is the wc's) */
 #define GEN_WRID_SRQ 0x7fff
+#define GEN_SRQ_SLOT(idx) ((idx)&0xffff)
+#define GEN_SRQ_GEN(idx) ((uint32_t)((idx) >> 16))
 
 struct gen_opts {
 	const char *dev;
@@ -119,6 +122,7 @@ struct gen {
 	struct ibv_comp_channel *ch; /* owned */
 	struct ibv_cq *cq; /* owned */
 	struct ibv_srq *srq; /* owned, with --srq */
+	uint32_t *srq_gen; /* owned: each SRQ slot's current post */
 	struct ibv_mr *mr; /* owned */
 	uint8_t *mem; /* owned */
 	size_t memlen;

@@ -157,6 +157,10 @@ int gen_verbs_alloc(struct gen *g)
 				  .max_sge = 1 },
 		};
 
+		g->srq_gen = calloc((size_t)g->o.qps * GEN_CREDITS,
+				    sizeof(*g->srq_gen));
+		if (!g->srq_gen)
+			return -ENOMEM;
 		g->srq = ibv_create_srq(g->pd, &sa);
 		if (!g->srq)
 			return -errno;
@@ -253,17 +257,19 @@ int gen_verbs_connect(struct gen *g)
 	return 0;
 }
 
-/* An SRQ receive into slot @s: QP s / GEN_CREDITS's buffer slots. */
+/* An SRQ receive into slot @s (QP s / GEN_CREDITS's buffer slots), its
+ * next generation: a completion of an older one is a WR posted twice. */
 static int post_srq(struct gen *g, uint64_t s)
 {
+	uint64_t id =
+		GEN_WRID(1, GEN_WRID_SRQ, s | (uint64_t)++g->srq_gen[s] << 16);
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)gen_recv_buf(g, NULL,
-						GEN_WRID(1, GEN_WRID_SRQ, s)),
+		.addr = (uintptr_t)gen_recv_buf(g, NULL, id),
 		.length = g->rslot,
 		.lkey = g->mr->lkey,
 	};
 	struct ibv_recv_wr wr = {
-		.wr_id = GEN_WRID(1, GEN_WRID_SRQ, s),
+		.wr_id = id,
 		.sg_list = &sge,
 		.num_sge = 1,
 	};
@@ -276,9 +282,11 @@ uint8_t *gen_recv_buf(struct gen *g, struct gen_qp *q, uint64_t wr_id)
 {
 	uint64_t idx = GEN_WRID_IDX(wr_id);
 
-	if (GEN_WRID_QP(wr_id) == GEN_WRID_SRQ)
+	if (GEN_WRID_QP(wr_id) == GEN_WRID_SRQ) {
+		idx = GEN_SRQ_SLOT(idx);
 		return g->qp[idx / GEN_CREDITS].rbuf +
 		       (idx % GEN_CREDITS) * g->rslot;
+	}
 	return q->rbuf + (idx % GEN_CREDITS) * g->rslot;
 }
 
@@ -346,9 +354,16 @@ int gen_recv_again(struct gen *g, struct gen_qp *q, uint64_t wr_id)
 	uint64_t idx = GEN_WRID_IDX(wr_id);
 
 	if (GEN_WRID_QP(wr_id) == GEN_WRID_SRQ) {
-		q->rnext++;
+		uint64_t s = GEN_SRQ_SLOT(idx);
+
+		if (GEN_SRQ_GEN(idx) != g->srq_gen[s])
+			gen_fail(g, &g->st.duplicates,
+				 "qp %u: SRQ slot %" PRIu64
+				 " completed post %u, posted %u: a receive "
+				 "WR posted twice",
+				 q->idx, s, GEN_SRQ_GEN(idx), g->srq_gen[s]);
 		q->rposted++; /* on the SRQ, for this QP's count */
-		return post_srq(g, idx);
+		return post_srq(g, s);
 	}
 	if (idx != q->rnext)
 		gen_fail(g, &g->st.order_errors,
@@ -421,4 +436,5 @@ void gen_verbs_close(struct gen *g)
 		ibv_close_device(g->ctx);
 	free(g->mem);
 	free(g->qp);
+	free(g->srq_gen);
 }
