@@ -28,6 +28,7 @@ struct path {
 	uint64_t next_ns; /* no new probe before */
 	uint32_t gap_ms; /* after the next failure */
 	uint32_t gap0_ms; /* the first gap, again after a success */
+	uint32_t streak; /* clean handshakes in a row */
 };
 
 static struct path paths[MAX_PATHS];
@@ -48,11 +49,17 @@ static void done(struct path *p, bool ok, uint64_t now)
 {
 	close(p->fd);
 	p->fd = -1;
-	if (ok) {
-		p->ok_ns = now;
+	/* Clean: through without a retransmitted SYN */
+	if (ok && now - p->start_ns < R2CC_PROBE_CLEAN_MS * 1000000ULL) {
 		p->gap_ms = p->gap0_ms;
+		if (++p->streak >= R2CC_PROBE_STREAK) {
+			p->ok_ns = now;
+			p->streak = 0;
+		}
+		p->next_ns = now + R2CC_PROBE_EVERY_MS * 1000000ULL;
 		return;
 	}
+	p->streak = 0;
 	p->next_ns = now + (uint64_t)p->gap_ms * 1000000ULL;
 	p->gap_ms = p->gap_ms * 2 > R2CC_PROBE_MAX_GAP_MS ?
 			    R2CC_PROBE_MAX_GAP_MS :
@@ -87,9 +94,9 @@ static void start(struct path *p, uint64_t now)
 		done(p, false, now);
 }
 
-void r2cc_probe_poll(uint64_t now)
+int r2cc_probe_poll(uint64_t now)
 {
-	int i, err;
+	int i, err, busy = 0;
 
 	for (i = 0; i < MAX_PATHS; i++) {
 		struct path *p = &paths[i];
@@ -106,8 +113,11 @@ void r2cc_probe_poll(uint64_t now)
 		} else if (now - p->start_ns >=
 			   R2CC_PROBE_WAIT_MS * 1000000ULL) {
 			done(p, false, now);
+		} else {
+			busy++;
 		}
 	}
+	return busy;
 }
 
 int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],

@@ -3,9 +3,10 @@
  * probe.h - path probes: is the IP path between our address on a rail and
  * the peer's there working again? A TCP handshake towards the peer's r2cc
  * port from our rail address answers it (a SYN-ACK, or a reset: either
- * came back over the path). Used where no event says a fault is over (a
- * black hole): a QP moved away from one moves back once a probe got
- * through (failback.c). One probe in flight per path, retried with
+ * came back over the path), R2CC_PROBE_STREAK times in a row without a
+ * retransmission. Used where no event says a fault is over (a black
+ * hole): a QP moved away from one moves back once its path works again
+ * (failback.c). One probe in flight per path, retried with
  * backoff; never blocking (the control thread's tick drives them).
  */
 #ifndef R2CC_MIGRATE_PROBE_H
@@ -16,14 +17,23 @@
 
 /* How long a probe waits for the handshake (one SYN retransmission) */
 #define R2CC_PROBE_WAIT_MS 2000
+/* A path works again after R2CC_PROBE_STREAK probes in a row, one every
+ * R2CC_PROBE_EVERY_MS, each through within R2CC_PROBE_CLEAN_MS (no SYN
+ * retransmitted): a lossy path (30% loss gets a handshake through half
+ * the time) is not taken for a healed one, whose QPs would fail over
+ * again (lab: fo.loss). */
+#define R2CC_PROBE_STREAK 8
+#define R2CC_PROBE_EVERY_MS 1000
+#define R2CC_PROBE_CLEAN_MS 500
 /* The longest wait between probes of a path that stays dark */
 #define R2CC_PROBE_MAX_GAP_MS 60000
 
 /**
  * r2cc_probe_path() - has the path from @sgid to @dgid (RoCE v2 GIDs of
- * IPv4 addresses) been seen working since @since_ns? Starts a probe of it
- * if none is in flight and one is due (the first at once, then after
- * @gap_ms, doubling up to R2CC_PROBE_MAX_GAP_MS while it fails).
+ * IPv4 addresses) been seen working since @since_ns (a streak of clean
+ * probes ended after it)? Starts a probe of it if none is in flight and
+ * one is due (the first at once; after a clean one R2CC_PROBE_EVERY_MS;
+ * after a failure @gap_ms, doubling up to R2CC_PROBE_MAX_GAP_MS).
  * @port: the peer's r2cc port (host order)
  * Return: 1 yes, 0 not yet, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (too
  * many paths probed at once), -errno (no socket).
@@ -31,8 +41,9 @@
 int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
 		    uint16_t port, uint64_t since_ns, uint64_t now_ns,
 		    uint32_t gap_ms);
-/* Advance the probes in flight (non-blocking; the caller serialises). */
-void r2cc_probe_poll(uint64_t now_ns);
+/* Advance the probes in flight (non-blocking; the caller serialises):
+ * how many are still in flight. */
+int r2cc_probe_poll(uint64_t now_ns);
 /* Close every probe and forget every path. */
 void r2cc_probe_reset(void);
 
