@@ -345,13 +345,14 @@ static void sweep_one(struct r2cc_mig_srq *s, uint64_t now)
 	struct r2cc_mig_qp *mq;
 	const char *why = NULL;
 	struct ibv_recv_wr *w, *bad;
-	bool lost = false;
+	bool lost = false, done;
 	int where, ret = 0;
 
 	pthread_mutex_lock(&s->lock);
 	where = s->where;
+	done = s->done;
 	pthread_mutex_unlock(&s->lock);
-	if (where == R2CC_SRQ_AWAY || s->done)
+	if (where == R2CC_SRQ_AWAY || done)
 		return;
 	/* Every QP on it follows a move; one that cannot (unprotected, or
 	 * not bound yet) sinks it: decided before any is fenced, so that
