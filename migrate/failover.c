@@ -595,6 +595,11 @@ int r2cc_mig_poll_stash(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 		       r2cc_wcstash_pop(mc->stash, wc, n);
 }
 
+uint64_t r2cc_mig_pushed(struct r2cc_mig_cq *mc)
+{
+	return r2cc_wcstash_pushed(mc->stash);
+}
+
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 {
 	int got = 0, i, nq;

@@ -181,6 +181,12 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 /* Before the program's CQ: what r2cc stashed for it, up to @n (a
  * lock-free check when there is nothing). */
 int r2cc_mig_poll_stash(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
+/* Completions ever stashed for @mc (lock-free): read before the stash is
+ * popped and again after the program's CQ is polled, a change says a
+ * push raced the poll, and what was polled may follow what was pushed (a
+ * move back's synthesised completions, then the primary's own): it goes
+ * behind them. */
+uint64_t r2cc_mig_pushed(struct r2cc_mig_cq *mc);
 /* The program armed its CQ @mc (ibv_req_notify_cq): the backups feeding
  * it are armed too, and a completion on one rings @mc's channel. */
 void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc);

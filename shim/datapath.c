@@ -96,7 +96,8 @@ static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
  * when its move was abandoned: older than anything still in the CQ); then
  * the CQ, through migrate/ (logs retired, a fenced QP's hidden); then, once
  * the CQ is empty, the backups' (a fenced QP's consumed receives still in
- * the CQ come before anything its backup completes).
+ * the CQ come before anything its backup completes). A push to the stash
+ * between its check and the CQ's poll puts the batch behind it.
  */
 static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 			  struct ibv_wc *wc)
@@ -105,9 +106,12 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 	struct r2cc_mig_cq *mc = q ? q->mc : NULL;
 	int i, kept = 0, got, want, end;
 	bool behind = false;
+	uint64_t pushed = 0;
 
-	if (mc)
+	if (mc) {
+		pushed = r2cc_mig_pushed(mc);
 		kept = r2cc_mig_poll_stash(mc, n, wc);
+	}
 	want = n - kept;
 	if (!want)
 		return kept;
@@ -115,6 +119,11 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 	if (got < 0)
 		return kept ? kept : got;
 	end = kept + got;
+	/* A push raced this poll (a move back's replay synthesised what
+	 * the peer executed, then posted the rest on the primary, whose
+	 * completions may be in this batch): all of it goes behind. */
+	if (mc && got && r2cc_mig_pushed(mc) != pushed)
+		behind = true;
 	for (i = kept; i < end; i++) {
 		struct r2cc_qp *p = r2cc_map_lookup(
 			&r2cc_shim.qpn, r2cc_qpn_key(c, wc[i].qp_num));
