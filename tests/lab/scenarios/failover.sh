@@ -112,6 +112,11 @@ gen_fo() {
 			check fail "$name.gen" "${line:-no summary line}"
 		fi
 	fi
+	# what the generator saw first, on either side (the run folder
+	# is gone after CI: the first failures go in the check)
+	if grep -q 'r2cc-gen: .*FAIL at' "$LAB/$NODE.$name.out"; then
+		check fail "$name.first" "$(grep -m3 'r2cc-gen: .*FAIL at' "$LAB/$NODE.$name.out" | cut -c1-200 | tr '\n' ' ')"
+	fi
 	# the failed rail's port events were r2cc's, not the program's
 	if grep -q 'async event' "$LAB/$NODE.$name.out"; then
 		check fail "$name.async" "$(grep -m2 'async event' "$LAB/$NODE.$name.out" | tr '\n' ' ')"
