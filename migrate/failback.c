@@ -202,7 +202,7 @@ static void urgent_failed(struct r2cc_mig_qp *mq, const char *why)
 	mq->fb.urgent = false;
 	r2cc_mig_give_back(mq);
 	r2cc_mig_wake(mq);
-	mq->logging = false;
+	r2cc_mig_stop_logging(mq);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 }
@@ -317,7 +317,7 @@ static void unarmed(struct r2cc_mig_qp *mq)
 		  "unprotected",
 		  mq->qpn, mq->rail);
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
-	mq->logging = false;
+	r2cc_mig_stop_logging(mq);
 }
 
 /* Both REARMs known: the backup is connected again (mq lock held). */

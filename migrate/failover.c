@@ -38,7 +38,7 @@ static void give_up(struct r2cc_mig_qp *mq, const char *why, int err)
 {
 	if (!mq->logging)
 		return;
-	mq->logging = false;
+	r2cc_mig_stop_logging(mq);
 	r2cc_warn("QP %#x: %s (%s): unprotected from now on", mq->qpn, why,
 		  strerror(err < 0 ? -err : err));
 	if (st_of(mq) != R2CC_PROT_MIGRATED)
@@ -185,6 +185,21 @@ static struct r2cc_mig_cq *prog_cq(const struct r2cc_mig_qp *mq,
 	return wc->opcode & IBV_WC_RECV ? mq->rcq : mq->scq;
 }
 
+/* -Ddatapath_debug: what became of one completion of @mq, for a while
+ * after each fence (lock held). */
+static void trace_wc(struct r2cc_mig_qp *mq, const char *what,
+		     const struct ibv_wc *wc)
+{
+	if (!R2CC_DATAPATH_DEBUG || !mq->dbg_left)
+		return;
+	mq->dbg_left--;
+	r2cc_dbg_dp("QP %#x: %s wr_id %#llx op %d status %d (fenced %d "
+		    "backup %d replayed %d) at %llu",
+		    mq->qpn, what, (unsigned long long)wc->wr_id, wc->opcode,
+		    wc->status, mq->fenced, mq->on_backup, mq->replayed,
+		    (unsigned long long)r2cc_mig_now_ns());
+}
+
 /* Is the incarnation on @backup (0 the primary, 1 the backup) a fenced or
  * retired one, whose completions the move covers? */
 static bool is_old(const struct r2cc_mig_qp *mq, int backup)
@@ -297,6 +312,7 @@ static void synth(struct r2cc_mig_qp *mq, const struct r2cc_sendlog_ent *e,
 	wc.qp_num = mq->qpn;
 	if (e->wr.opcode == IBV_WR_RDMA_READ)
 		wc.byte_len = (uint32_t)e->len;
+	trace_wc(mq, "synthesised", &wc);
 	if (r2cc_wcstash_push(mq->scq->stash, &wc, 1))
 		r2cc_err("QP %#x: completion stash full: wr_id %#llx lost",
 			 mq->qpn, (unsigned long long)e->wr.wr_id);
@@ -339,27 +355,39 @@ static int done_before(struct r2cc_mig_qp *mq, uint32_t idx)
 	return n;
 }
 
+/* @wc goes to the stash of @mc, behind what is there: 2; 1 when it
+ * cannot (it is delivered now, out of order rather than lost). */
+static int stash_behind(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
+			const struct ibv_wc *wc)
+{
+	if (mc && !r2cc_wcstash_push(mc->stash, wc, 1))
+		return 2;
+	r2cc_err("QP %#x: completion stash full: wr_id %#llx delivered out "
+		 "of order",
+		 mq->qpn, (unsigned long long)wc->wr_id);
+	return 1;
+}
+
 /*
  * A successful send completion of the current incarnation: its entry
  * retires, with the unsignaled ones before it, counting what consumed a
  * receive at the peer. Signaled WRs the peer executed that sit before it
- * (a re-read READ came first) complete before it: then it goes to the
- * stash after them. 1: deliver it; 0: stashed.
+ * (a re-read READ came first) complete before it, and @behind says the
+ * poll already queues in the stash: then it goes to the stash, and before
+ * the DONE entries after it, which complete now. 1: deliver it; 2:
+ * stashed.
  */
-static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc)
+static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 {
 	int idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode), i;
 	int keep = 1;
 
 	if (idx < 0) {
 		give_up(mq, "a send completion the log does not know", idx);
-		return 1;
+		return behind ? stash_behind(mq, mq->scq, wc) : 1;
 	}
-	if (idx > 0 && done_before(mq, (uint32_t)idx)) {
-		if (r2cc_wcstash_push(mq->scq->stash, wc, 1))
-			r2cc_err("QP %#x: completion stash full", mq->qpn);
-		keep = 0;
-	}
+	if ((idx > 0 && done_before(mq, (uint32_t)idx)) || behind)
+		keep = stash_behind(mq, mq->scq, wc);
 	for (i = 0; i <= idx; i++) {
 		const struct r2cc_sendlog_ent *e =
 			r2cc_sendlog_peek(mq->slog, (uint32_t)i);
@@ -370,6 +398,54 @@ static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc)
 	r2cc_sendlog_retire(mq->slog, (uint32_t)idx + 1);
 	drain_done(mq);
 	return keep;
+}
+
+/* Does the send log hold work the peer executed, not completed yet? */
+static bool owes(const struct r2cc_mig_qp *mq)
+{
+	const struct r2cc_sendlog_ent *e;
+	uint32_t i;
+
+	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
+		if (e->disp == R2CC_SL_DONE || e->disp == R2CC_SL_LOST ||
+		    e->disp == R2CC_SL_FLUSH)
+			return true;
+	return false;
+}
+
+void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq)
+{
+	mq->logging = false;
+	mq->draining = mq->slog && owes(mq);
+}
+
+/*
+ * A send completion of a QP no longer logging whose log still owes
+ * (lock held): one the log knows retires as when logging; one it does not
+ * (posted since, or an error) comes after everything the log holds: the
+ * successes still owed complete first, and the log is done with (an
+ * error of a logged WR with owed work after it is rare enough to take
+ * that order too: the peer did execute that work). 1: deliver it; 2:
+ * stashed.
+ */
+static int drain_wc(struct r2cc_mig_qp *mq, const struct ibv_wc *wc,
+		    bool behind)
+{
+	struct r2cc_sendlog_stats ss;
+	int keep;
+
+	if (wc->status == IBV_WC_SUCCESS &&
+	    r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode) >= 0) {
+		keep = send_ok(mq, wc, behind);
+		mq->draining = owes(mq);
+		return keep;
+	}
+	r2cc_sendlog_get_stats(mq->slog, &ss);
+	if (done_before(mq, ss.outstanding))
+		behind = true;
+	r2cc_sendlog_retire(mq->slog, ss.outstanding);
+	mq->draining = false;
+	return behind ? stash_behind(mq, mq->scq, wc) : 1;
 }
 
 static bool path_fault(enum ibv_wc_status s)
@@ -470,7 +546,7 @@ static int old_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 }
 
 int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
-		struct ibv_wc *wc)
+		struct ibv_wc *wc, bool behind)
 {
 	bool recv = wc->opcode & IBV_WC_RECV;
 	int keep = 1, err;
@@ -478,16 +554,23 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	if (wc->wr_id == R2CC_RING_WRID)
 		return 0; /* r2cc's own: see ring() */
 	pthread_mutex_lock(&mq->lock);
-	if (!mq->logging)
+	if (!mq->logging) {
+		if (mq->draining && !recv) {
+			keep = drain_wc(mq, wc, behind);
+			goto traced;
+		}
 		goto out;
+	}
 	if (is_old(mq, 0)) {
 		keep = old_wc(mq, mc, wc);
 		goto out;
 	}
 	if (wc->status == IBV_WC_SUCCESS) {
-		if (!recv)
-			keep = send_ok(mq, wc) ? 1 : 2;
-		else if ((err = recv_ok(mq, wc)))
+		if (!recv) {
+			keep = send_ok(mq, wc, behind);
+			goto traced;
+		}
+		if ((err = recv_ok(mq, wc)))
 			give_up(mq,
 				"a receive completion the log does not "
 				"know",
@@ -518,6 +601,14 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	if (keep && recv && mq->srq)
 		r2cc_mig_srq_retire(mq, wc->wr_id, false);
 out:
+	if (keep == 1 && behind)
+		keep = stash_behind(mq, mc, wc);
+traced:
+	trace_wc(mq,
+		 keep == 1 ? "primary: delivered" :
+		 keep == 2 ? "primary: stashed behind" :
+			     "primary: hidden",
+		 wc);
 	pthread_mutex_unlock(&mq->lock);
 	return keep;
 }
@@ -541,7 +632,10 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	}
 	wc->qp_num = mq->qpn;
 	if (!mq->logging) {
-		/* Abandoned, or logging stopped: as the provider said it. */
+		/* Abandoned, or logging stopped: as the provider said it,
+		 * after what the log still owes. */
+		if (mq->draining && !(wc->opcode & IBV_WC_RECV))
+			got = drain_wc(mq, wc, false) == 1 ? 1 : -1;
 	} else if (is_old(mq, 1)) {
 		got = old_wc(mq, prog_cq(mq, wc), wc) ? 1 : -1;
 	} else if (wc->status != IBV_WC_SUCCESS &&
@@ -561,7 +655,7 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	} else if (wc->opcode & IBV_WC_RECV) {
 		recv_ok(mq, wc);
 	} else {
-		got = send_ok(mq, wc) ? 1 : -1;
+		got = send_ok(mq, wc, false) == 1 ? 1 : -1;
 	}
 	if (!mq->first_replay_ns && !is_old(mq, 1)) {
 		struct timespec ts;
@@ -577,6 +671,7 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 				  1000,
 			  (long long)ts.tv_sec, ts.tv_nsec / 1000);
 	}
+	trace_wc(mq, got > 0 ? "backup: delivered" : "backup: hidden", wc);
 	pthread_mutex_unlock(&mq->lock);
 	return got;
 }
@@ -924,6 +1019,13 @@ static void replay(struct r2cc_mig_qp *mq)
 		return;
 	}
 	taken = partly_sent(mq);
+	for (i = 0; R2CC_DATAPATH_DEBUG && i < 64 &&
+		    (e = r2cc_sendlog_peek(mq->slog, i));
+	     i++)
+		r2cc_dbg_dp("QP %#x: log[%u] wr_id %#llx op %d signaled %d "
+			    "disp %d",
+			    mq->qpn, i, (unsigned long long)e->wr.wr_id,
+			    e->wr.opcode, e->signaled, e->disp);
 	drain_done(mq); /* the head the peer executed completes now */
 	/* The peer's receives our SENDs consumed: those retired and those
 	 * it executed (DONE; counted as they complete, later). */
@@ -1090,6 +1192,7 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 	mq->have_peer_psn = mq->replayed = mq->reposted = false;
 	mq->unposted_sends = mq->unposted_recvs = 0;
 	mq->first_replay_ns = 0;
+	mq->dbg_left = R2CC_DATAPATH_DEBUG ? 400 : 0;
 	atomic_fetch_add(&ps.waiting, 1);
 	if (!mq->held) /* an urgent move back holds from its detection on */
 		r2cc_mig_hold_start(mq);

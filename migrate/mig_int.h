@@ -98,6 +98,9 @@ struct r2cc_mig_qp {
 	struct ibv_qp_cap cap; /* as the provider returned it */
 	bool sig_all;
 	bool logging; /* under lock; false: passthrough for good */
+	/* Not logging, but the send log still owes the program the
+	 * successes of work the peer executed (r2cc_mig_stop_logging) */
+	bool draining;
 	/* Its SRQ, or NULL (own receive queue; its receives in rlog). The
 	 * srq_* fields are under the SRQ's lock. */
 	struct r2cc_mig_srq *srq;
@@ -115,6 +118,8 @@ struct r2cc_mig_qp {
 	uint32_t peer_rq_psn;
 	uint64_t fault_ns; /* when the failover began (CLOCK_MONOTONIC) */
 	uint64_t first_replay_ns;
+	/* -Ddatapath_debug: completions left to trace after a fence */
+	uint32_t dbg_left;
 	uint32_t why; /* enum r2cc_ctrl_reason */
 	/* What the fenced primary completed and r2cc hid, in poll order:
 	 * the program's after all if the failover is abandoned. */
@@ -219,6 +224,10 @@ bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
 /* failover.c: start the failback move: the primary is recycled and
  * connected, fence the backup (mq lock held) */
 void r2cc_mig_fence_back(struct r2cc_mig_qp *mq);
+/* @mq is passthrough from now on (lock held); what its send log owes the
+ * program (successes of work the peer executed, behind a READ read again)
+ * still completes, in order, as the QP completes what precedes it. */
+void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq);
 /* protect.c: the backup to RESET and back to RTS towards the peer's
  * re-armed one (psn: its first PSN), CQs emptied first (mq lock held) */
 int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);

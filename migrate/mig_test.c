@@ -31,6 +31,29 @@ void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_unlock(&ps.lock);
 }
 
+void r2cc_mig_test_peer_mr(uint64_t peer, int rail, uint32_t rkey,
+			   uint32_t backup_rkey)
+{
+	pthread_rwlock_wrlock(&ps.mr_lock);
+	if (ps.nmrs < MAX_PEER_MRS) {
+		ps.mrs[ps.nmrs].peer = peer;
+		ps.mrs[ps.nmrs].rail = rail;
+		ps.mrs[ps.nmrs].mr.rkey = rkey;
+		ps.mrs[ps.nmrs++].mr.backup_rkey = backup_rkey;
+	}
+	pthread_rwlock_unlock(&ps.mr_lock);
+}
+
+void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn)
+{
+	pthread_mutex_lock(&ps.lock);
+	pthread_mutex_lock(&mq->lock);
+	mq->fb.psn = psn;
+	r2cc_mig_fence_back(mq);
+	pthread_mutex_unlock(&mq->lock);
+	pthread_mutex_unlock(&ps.lock);
+}
+
 void r2cc_mig_test_free(struct r2cc_mig_qp *mq)
 {
 	pthread_mutex_destroy(&mq->lock);

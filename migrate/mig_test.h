@@ -19,6 +19,12 @@ void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 			 uint32_t bpsn);
 /* A FAILOVER or FAILOVER_ACK from @peer, under the module lock. */
 void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m);
+/* @peer's MR @rkey is @backup_rkey on @rail (its MR_KEYS). */
+void r2cc_mig_test_peer_mr(uint64_t peer, int rail, uint32_t rkey,
+			   uint32_t backup_rkey);
+/* Both ends agreed to move @mq back (READY both ways; @psn its recycled
+ * primary's first PSN): its backup is fenced, as failback.c does. */
+void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn);
 /* @s's backup SRQ is @bsrq on @rail (what the first QP's pin made). */
 void r2cc_mig_test_srq_bound(struct r2cc_mig_srq *s, struct ibv_srq *bsrq,
 			     int rail);

@@ -963,7 +963,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	mq->rlog = NULL;
 	mq->held = NULL;
 	mq->nheld = mq->held_cap = 0;
-	mq->logging = false;
+	mq->logging = mq->draining = false;
 	pthread_mutex_unlock(&mq->lock);
 	/* Not freed: a thread polling one of its CQs may still hold a
 	 * pointer read from the CQ's list (r2cc_mig_poll_more()). */

@@ -175,17 +175,21 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 				   struct ibv_recv_wr **));
 /* A completion of @mq polled from the program's CQ @mc (NULL if it has
  * none): 1 deliver, 0 hide, 2 stashed after completions that precede it
- * (what the poll returns after it must go to the stash too). */
+ * (what the poll returns after it must go to the stash too). @behind:
+ * the poll queues in the stash already (something was pushed since it
+ * began): a completion to deliver is stashed (2), before any completion
+ * its own handling synthesises (DONE work after it). */
 int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
-		struct ibv_wc *wc);
+		struct ibv_wc *wc, bool behind);
 /* Before the program's CQ: what r2cc stashed for it, up to @n (a
  * lock-free check when there is nothing). */
 int r2cc_mig_poll_stash(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
 /* Completions ever stashed for @mc (lock-free): read before the stash is
- * popped and again after the program's CQ is polled, a change says a
- * push raced the poll, and what was polled may follow what was pushed (a
- * move back's synthesised completions, then the primary's own): it goes
- * behind them. */
+ * popped and again before each completion polled from the program's CQ,
+ * a change says something was pushed since (a racing move back's
+ * synthesised completions, then the primary's own; or what handling an
+ * earlier completion of the batch completed after it): the rest of the
+ * batch goes behind it. */
 uint64_t r2cc_mig_pushed(struct r2cc_mig_cq *mc);
 /* The program armed its CQ @mc (ibv_req_notify_cq): the backups feeding
  * it are armed too, and a completion on one rings @mc's channel. */

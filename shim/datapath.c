@@ -97,7 +97,7 @@ static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
  * the CQ, through migrate/ (logs retired, a fenced QP's hidden); then, once
  * the CQ is empty, the backups' (a fenced QP's consumed receives still in
  * the CQ come before anything its backup completes). A push to the stash
- * between its check and the CQ's poll puts the batch behind it.
+ * since the poll began puts the rest of the batch behind it.
  */
 static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 			  struct ibv_wc *wc)
@@ -119,22 +119,30 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 	if (got < 0)
 		return kept ? kept : got;
 	end = kept + got;
-	/* A push raced this poll (a move back's replay synthesised what
-	 * the peer executed, then posted the rest on the primary, whose
-	 * completions may be in this batch): all of it goes behind. */
-	if (mc && got && r2cc_mig_pushed(mc) != pushed)
-		behind = true;
 	for (i = kept; i < end; i++) {
 		struct r2cc_qp *p = r2cc_map_lookup(
 			&r2cc_shim.qpn, r2cc_qpn_key(c, wc[i].qp_num));
-		int r = p && p->mig ? r2cc_mig_wc(p->mig, mc, &wc[i]) : 1;
+		int r;
 
+		/* Pushed since this poll began: a racing move back's
+		 * synthesised completions (the primary's own that follow
+		 * them may be in this batch), or what an earlier completion
+		 * of the batch completed after itself. The rest of the batch
+		 * goes behind. */
+		if (mc && !behind && r2cc_mig_pushed(mc) != pushed) {
+			behind = true;
+			r2cc_dbg_dp("CQ %p: %d completions go behind a push",
+				    (void *)cq, end - i);
+		}
+		if (p && p->mig)
+			r = r2cc_mig_wc(p->mig, mc, &wc[i], behind);
+		else
+			r = behind && mc && !r2cc_mig_stash(mc, &wc[i]) ? 2 : 1;
 		/* Stashed behind completions that precede it: the rest of
 		 * this batch queues behind it. */
 		behind |= r == 2;
-		if (r != 1 || (behind && mc && !r2cc_mig_stash(mc, &wc[i])))
-			continue;
-		wc[kept++] = wc[i];
+		if (r == 1)
+			wc[kept++] = wc[i];
 	}
 	if (mc && kept < n && got < want && r2cc_mig_cq_busy(mc))
 		kept += r2cc_mig_poll_more(mc, n - kept, wc + kept);

@@ -241,43 +241,65 @@ static void teardown(void)
 	r2cc_mig_stop();
 }
 
-static void post(uint64_t wr_id)
+/* A signaled WR of @op, 100 bytes (one packet). */
+static void post_op(uint64_t wr_id, enum ibv_wr_opcode op)
 {
 	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
 	struct ibv_send_wr wr = { .wr_id = wr_id,
 				  .sg_list = &sge,
 				  .num_sge = 1,
-				  .opcode = IBV_WR_SEND,
+				  .opcode = op,
 				  .send_flags = IBV_SEND_SIGNALED },
 			   *bad;
 
+	wr.wr.rdma.remote_addr = 0x2000;
+	wr.wr.rdma.rkey = 9;
 	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
 }
 
-static void peer_says(uint8_t type, bool valid, uint32_t rq_psn, uint64_t recvs)
+static void post(uint64_t wr_id)
+{
+	post_op(wr_id, IBV_WR_SEND);
+}
+
+/* The peer's FAILOVER or FAILOVER_ACK, for a move of reason @why. */
+static void peer_says_why(uint8_t type, uint8_t why, bool valid,
+			  uint32_t rq_psn, uint64_t recvs)
 {
 	struct r2cc_ctrl_msg m;
 
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = type;
 	m.failover.qpn = PEER_QPN;
-	m.failover.reason = R2CC_CTRL_WHY_PEER;
+	m.failover.reason = why;
 	m.failover.flags = valid ? R2CC_CTRL_FO_PSN_VALID : 0;
 	m.failover.rq_psn = rq_psn;
 	m.failover.recvs = recvs;
 	r2cc_mig_test_peer_says(PEER, &m);
 }
 
-static int primary_wc(uint64_t wr_id, enum ibv_wc_status st)
+static void peer_says(uint8_t type, bool valid, uint32_t rq_psn, uint64_t recvs)
+{
+	peer_says_why(type, R2CC_CTRL_WHY_PEER, valid, rq_psn, recvs);
+}
+
+/* A send completion of @op on the primary; @behind as the poll says. */
+static int primary_wc_of(uint64_t wr_id, enum ibv_wc_status st,
+			 enum ibv_wc_opcode op, bool behind)
 {
 	struct ibv_wc wc;
 
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = wr_id;
 	wc.status = st;
-	wc.opcode = IBV_WC_SEND;
+	wc.opcode = op;
 	wc.qp_num = prim.qp.qp_num;
-	return r2cc_mig_wc(mq, mc, &wc);
+	return r2cc_mig_wc(mq, mc, &wc, behind);
+}
+
+static int primary_wc(uint64_t wr_id, enum ibv_wc_status st)
+{
+	return primary_wc_of(wr_id, st, IBV_WC_SEND, false);
 }
 
 Test(failover, hides_the_fenced_primary_and_merges_the_backup_in_order,
@@ -365,6 +387,103 @@ Test(failover, a_refused_move_gives_back_what_it_hid_in_order, .init = setup,
 	cr_assert_eq(primary_wc(9, IBV_WC_WR_FLUSH_ERR), 1);
 }
 
+/*
+ * On the backup after a failover, a READ, a WRITE and a SEND, all executed
+ * by the peer; then both ends move the QP back: the READ is read again on
+ * the primary (its data may not have landed), the WRITE and SEND complete
+ * by synthesis once it has (which may be before the peer's ACK).
+ */
+static void moved_back_behind_a_reread(void)
+{
+	struct ibv_wc wc[8];
+
+	post(1); /* PSN 0x500 */
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	peer_says(R2CC_CTRL_FAILOVER, true, 0x500, 0);
+	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x500, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, wc), 1);
+	r2cc_mig_test_peer_mr(PEER, 1, 9, 0x10009);
+	post_op(2, IBV_WR_RDMA_READ); /* on the backup: PSN 0x101 */
+	post_op(3, IBV_WR_RDMA_WRITE);
+	post_op(4, IBV_WR_SEND);
+	cr_assert_eq(back.nsent, 4);
+	r2cc_mig_test_move_back(mq, 0x900);
+	cr_assert_eq(back.state, IBV_QPS_ERR, "the backup fenced");
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, 0x104,
+		      0);
+	cr_assert_eq(prim.nsent, 2, "only the READ replays");
+	cr_assert_eq(prim.sent[1], 2);
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 0,
+		     "nothing completes before the READ");
+}
+
+/* The poll queues in the stash already (something was pushed since it
+ * began): the READ goes there before the WRITE and SEND after it. */
+Test(failover, a_reread_queued_behind_comes_before_the_work_after_it,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+	uint64_t pushed;
+
+	moved_back_behind_a_reread();
+	pushed = r2cc_mig_pushed(mc);
+	cr_assert_eq(primary_wc_of(2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, true),
+		     2, "stashed");
+	cr_assert_eq(r2cc_mig_pushed(mc) - pushed, 3);
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 3);
+	cr_assert_eq(wc[0].wr_id, 2);
+	cr_assert_eq(wc[0].opcode, IBV_WC_RDMA_READ);
+	cr_assert_eq(wc[1].wr_id, 3);
+	cr_assert_eq(wc[1].opcode, IBV_WC_RDMA_WRITE);
+	cr_assert_eq(wc[2].wr_id, 4);
+	cr_assert_eq(wc[2].opcode, IBV_WC_SEND);
+}
+
+/* Not queueing: the READ is delivered now, the two after it wait in the
+ * stash, and the count of pushes moved (the poll puts the rest of its
+ * batch behind them). */
+Test(failover, a_reread_delivered_now_leaves_the_work_after_it_stashed,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+	uint64_t pushed;
+
+	moved_back_behind_a_reread();
+	pushed = r2cc_mig_pushed(mc);
+	cr_assert_eq(primary_wc_of(2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, false),
+		     1, "delivered");
+	cr_assert_eq(r2cc_mig_pushed(mc) - pushed, 2);
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 2);
+	cr_assert_eq(wc[0].wr_id, 3);
+	cr_assert_eq(wc[1].wr_id, 4);
+}
+
+/* The move back done, the backup cannot be re-armed (here: no peer to
+ * tell): the QP runs unprotected, but what the log owes still completes
+ * behind the READ, and what is posted since passes through. */
+Test(failover, a_qp_unprotected_after_a_move_still_completes_what_it_owes,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+
+	moved_back_behind_a_reread();
+	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true,
+		      0x104, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE, "not re-armed");
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 0);
+	cr_assert_eq(primary_wc_of(2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, false),
+		     1, "delivered");
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 2);
+	cr_assert_eq(wc[0].wr_id, 3);
+	cr_assert_eq(wc[1].wr_id, 4);
+	post(5);
+	cr_assert_eq(prim.sent[prim.nsent - 1], 5, "passthrough");
+	cr_assert_eq(primary_wc(5, IBV_WC_SUCCESS), 1);
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 0);
+}
+
 Test(failover, the_event_wr_never_reaches_the_program, .init = setup,
      .fini = teardown, .timeout = 20)
 {
@@ -438,7 +557,7 @@ static int recv_wc(struct r2cc_mig_qp *q, uint32_t qpn, uint64_t wr_id)
 	wc.wr_id = wr_id;
 	wc.opcode = IBV_WC_RECV;
 	wc.qp_num = qpn;
-	return r2cc_mig_wc(q, mc, &wc);
+	return r2cc_mig_wc(q, mc, &wc, false);
 }
 
 /* The peer of the QP whose peer is @qpn: FAILOVER (its rq_psn is @psn,
