@@ -419,14 +419,30 @@ void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq)
 	mq->draining = mq->slog && owes(mq);
 }
 
+/* Every signaled entry left that the peer executed fails as flushed,
+ * and the log is done with (lock held). */
+static void flush_owed(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_sendlog_stats ss;
+	const struct r2cc_sendlog_ent *e;
+	uint32_t i;
+
+	r2cc_sendlog_get_stats(mq->slog, &ss);
+	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
+		if (e->signaled && e->disp != R2CC_SL_NEW &&
+		    e->disp != R2CC_SL_REPLAY)
+			synth(mq, e, IBV_WC_WR_FLUSH_ERR);
+	r2cc_sendlog_retire(mq->slog, ss.outstanding);
+}
+
 /*
  * A send completion of a QP no longer logging whose log still owes
- * (lock held): one the log knows retires as when logging; one it does not
- * (posted since, or an error) comes after everything the log holds: the
- * successes still owed complete first, and the log is done with (an
- * error of a logged WR with owed work after it is rare enough to take
- * that order too: the peer did execute that work). 1: deliver it; 2:
- * stashed.
+ * (lock held). A success the log knows retires as when logging; one it
+ * does not (posted since) comes after everything the log holds: the
+ * successes owed complete first. An error is the oldest WR's not
+ * completed (what the peer executed before it completed already): it
+ * comes first, the work owed after it flushes, as it would natively.
+ * Then the log is done with. 1: deliver it; 2: stashed.
  */
 static int drain_wc(struct r2cc_mig_qp *mq, const struct ibv_wc *wc,
 		    bool behind)
@@ -440,11 +456,16 @@ static int drain_wc(struct r2cc_mig_qp *mq, const struct ibv_wc *wc,
 		mq->draining = owes(mq);
 		return keep;
 	}
+	mq->draining = false;
+	if (wc->status != IBV_WC_SUCCESS) {
+		keep = behind ? stash_behind(mq, mq->scq, wc) : 1;
+		flush_owed(mq);
+		return keep;
+	}
 	r2cc_sendlog_get_stats(mq->slog, &ss);
 	if (done_before(mq, ss.outstanding))
 		behind = true;
 	r2cc_sendlog_retire(mq->slog, ss.outstanding);
-	mq->draining = false;
 	return behind ? stash_behind(mq, mq->scq, wc) : 1;
 }
 
@@ -1255,7 +1276,7 @@ void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 	if (ps.v.modify_qp(new_qp(mq), &a, IBV_QP_STATE))
 		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
 	unhold(mq);
-	mq->logging = false;
+	r2cc_mig_stop_logging(mq);
 	atomic_fetch_sub(&ps.waiting, 1);
 	r2cc_mig_wake(mq);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);

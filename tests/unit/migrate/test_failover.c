@@ -461,8 +461,8 @@ Test(failover, a_reread_delivered_now_leaves_the_work_after_it_stashed,
 }
 
 /* The move back done, the backup cannot be re-armed (here: no peer to
- * tell): the QP runs unprotected, but what the log owes still completes
- * behind the READ, and what is posted since passes through. */
+ * tell): the QP runs unprotected from now on, but what the log owes still
+ * completes behind the READ; what is posted since passes through. */
 Test(failover, a_qp_unprotected_after_a_move_still_completes_what_it_owes,
      .init = setup, .fini = teardown, .timeout = 20)
 {
@@ -477,11 +477,33 @@ Test(failover, a_qp_unprotected_after_a_move_still_completes_what_it_owes,
 		     1, "delivered");
 	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 2);
 	cr_assert_eq(wc[0].wr_id, 3);
+	cr_assert_eq(wc[0].status, IBV_WC_SUCCESS);
 	cr_assert_eq(wc[1].wr_id, 4);
 	post(5);
 	cr_assert_eq(prim.sent[prim.nsent - 1], 5, "passthrough");
 	cr_assert_eq(primary_wc(5, IBV_WC_SUCCESS), 1);
 	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 0);
+}
+
+/* The move back fails after the replay (both new QPs to ERR): the READ
+ * read again flushes, and the work the peer executed after it flushes
+ * behind it, as it would without r2cc. */
+Test(failover, a_move_failed_after_its_replay_flushes_what_it_owes,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+
+	moved_back_behind_a_reread();
+	r2cc_mig_test_unprotect(mq);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
+	cr_assert_eq(primary_wc_of(2, IBV_WC_WR_FLUSH_ERR, IBV_WC_RDMA_READ,
+				   false),
+		     1, "delivered");
+	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 2);
+	cr_assert_eq(wc[0].wr_id, 3);
+	cr_assert_eq(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+	cr_assert_eq(wc[1].wr_id, 4);
+	cr_assert_eq(wc[1].status, IBV_WC_WR_FLUSH_ERR);
 }
 
 Test(failover, the_event_wr_never_reaches_the_program, .init = setup,
