@@ -184,7 +184,7 @@ static bool settled(const struct r2cc_mig_qp *mq)
  * the peer's is in (mq lock held). */
 static void propose(struct r2cc_mig_qp *mq, uint8_t flags, uint64_t now)
 {
-	mq->fb.psn = (uint32_t)random() & 0xffffff;
+	mq->fb.psn = r2cc_psn_random();
 	if (send_fb(mq, R2CC_CTRL_FB_PROPOSE, flags, mq->fb.psn))
 		return;
 	mq->fb.proposed = true;
@@ -337,7 +337,7 @@ static void rearm(struct r2cc_mig_qp *mq)
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 {
 	mq->fb.urgent = false;
-	mq->bpsn = (uint32_t)random() & 0xffffff;
+	mq->bpsn = r2cc_psn_random();
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	if (send_fb(mq, R2CC_CTRL_FB_REARM, 0, mq->bpsn)) {
 		unarmed(mq);

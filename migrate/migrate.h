@@ -39,6 +39,14 @@ static inline bool r2cc_psn_before(uint32_t a, uint32_t b)
 }
 
 /**
+ * r2cc_psn_random() - a first PSN for a QP r2cc (re)connects (24 bits)
+ * From getrandom(2), else a generator of r2cc's own: never the program's
+ * random() stream (a shim must not shift a seeded program's sequence), and
+ * not the same in every process (a new incarnation of a QPN starts far
+ * from the PSNs its old one may still have on the wire). Thread-safe.
+ */
+uint32_t r2cc_psn_random(void);
+/**
  * r2cc_mtu_bytes() - bytes of an enum ibv_mtu
  * @mtu: IBV_MTU_256..IBV_MTU_4096
  * Return: 256..4096, or -EINVAL.

@@ -731,7 +731,7 @@ static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
 	if (!mq->bqp)
 		return errno ? errno : ENOMEM;
-	mq->bpsn = (uint32_t)random() & 0xffffff;
+	mq->bpsn = r2cc_psn_random();
 	return backup_init(mq, d->attr->qp_access_flags);
 }
 

@@ -1,14 +1,45 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * psn.c - how many PSNs each send WR spends on the requester's side, so the
- * send log can tell from the responder's rq_psn which WRs were executed.
+ * send log can tell from the responder's rq_psn which WRs were executed;
+ * and the first PSNs of the QPs r2cc connects.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "migrate.h"
 
 /* IB spec: a message carries at most 2^31 bytes */
 #define MAX_MSG_LEN (1ULL << 31)
+
+uint32_t r2cc_psn_random(void)
+{
+	static _Atomic uint64_t state;
+	uint64_t x, seen;
+	struct timespec ts;
+	uint32_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == sizeof(v))
+		return v & 0xffffff;
+	/* No entropy yet (early boot) or no syscall: xorshift64 over the
+	 * time, the pid and a counter, one step per call. */
+	seen = atomic_load(&state);
+	do {
+		x = seen;
+		if (!x) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
+			    ((uint64_t)getpid() << 16) ^ 0x9e3779b97f4a7c15ULL;
+		}
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+	} while (!atomic_compare_exchange_weak(&state, &seen, x));
+	return (uint32_t)(x >> 20) & 0xffffff;
+}
 
 int r2cc_mtu_bytes(enum ibv_mtu mtu)
 {

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_psn.c - 24-bit PSN arithmetic around the wrap, and the PSNs each
- * send opcode spends at every MTU.
+ * test_psn.c - 24-bit PSN arithmetic around the wrap, the PSNs each send
+ * opcode spends at every MTU, and r2cc's first PSNs.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <errno.h>
+#include <stdlib.h>
 
 #include "migrate.h"
 
@@ -213,4 +214,24 @@ Test(psn, wc_opcode_of_each_wr_opcode, .timeout = 5)
 	cr_assert_eq(r2cc_wc_opcode(IBV_WR_LOCAL_INV), IBV_WC_LOCAL_INV);
 	cr_assert_eq(r2cc_wc_opcode(IBV_WR_BIND_MW), IBV_WC_BIND_MW);
 	cr_assert_eq(r2cc_wc_opcode(IBV_WR_TSO), -EOPNOTSUPP);
+}
+
+/* 24 bits, not one value, and the program's random() stream untouched. */
+Test(psn, random_first_psns_leave_the_programs_stream_alone, .timeout = 5)
+{
+	uint32_t first, v;
+	long want;
+	int i, differ = 0;
+
+	srandom(42);
+	want = random();
+	srandom(42);
+	first = r2cc_psn_random();
+	for (i = 0; i < 64; i++) {
+		v = r2cc_psn_random();
+		cr_assert_leq(v, 0xffffff);
+		differ += v != first;
+	}
+	cr_assert_eq(random(), want, "random() shifted by r2cc");
+	cr_assert_gt(differ, 0, "64 equal PSNs in a row");
 }
