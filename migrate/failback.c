@@ -230,6 +230,56 @@ bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq)
 	return true;
 }
 
+/* Successful completions so far of the other READY QPs of this process
+ * on @mq's path (same rail and ends): a hint, their state read without
+ * their locks (ps.lock and mq lock held). */
+static uint64_t path_ok(const struct r2cc_mig_qp *mq)
+{
+	const struct r2cc_mig_qp *o;
+	uint64_t n = 0;
+
+	for (o = ps.qps; o; o = o->next)
+		if (o != mq && o->slot && o->rail == mq->rail &&
+		    !memcmp(o->gid, mq->gid, sizeof(o->gid)) &&
+		    !memcmp(o->dest_gid, mq->dest_gid, sizeof(o->dest_gid)) &&
+		    r2cc_mig_state(o) == R2CC_PROT_READY)
+			n += atomic_load_explicit(&o->slot->st.polled,
+						  memory_order_relaxed) -
+			     atomic_load_explicit(&o->slot->st.polled_err,
+						  memory_order_relaxed);
+	return n;
+}
+
+/*
+ * Was @mq's black hole its own flow's (an ECMP hash or an ACL that drops
+ * one QP's packets)? Then other QPs on the same path complete on it while
+ * @mq is on its backup, and a probe of the path (TCP) cannot tell when it
+ * ends: no move back on a probe's word (a rail event still counts). The
+ * first look only notes their count (mq lock held).
+ */
+static bool flow_only(struct r2cc_mig_qp *mq)
+{
+	uint64_t n;
+
+	if (mq->fb.flow_only)
+		return true;
+	n = path_ok(mq);
+	if (!mq->fb.ok_set || n <= mq->fb.ok_base) {
+		/* (fewer: one of them left the READY ones) */
+		bool first = !mq->fb.ok_set;
+
+		mq->fb.ok_set = true;
+		mq->fb.ok_base = n;
+		return first;
+	}
+	mq->fb.flow_only = true;
+	r2cc_info("QP %#x: other QPs complete on rail %d to the same peer: "
+		  "its fault is its own flow's, a probe cannot end it (it "
+		  "stays on rail %d)",
+		  mq->qpn, mq->rail, mq->backup_rail);
+	return true;
+}
+
 /*
  * Evidence that the fault is over: a rail that went down and came back
  * since the failover, up for the hold since. Either side's will do (the
@@ -284,7 +334,7 @@ void r2cc_mig_fb_tick(void)
 			 * of the path, from a hold after the failover on,
 			 * must get through after that. */
 			hold_end = mq->fault_ns + hold_ns;
-			if (now < hold_end ||
+			if (now < hold_end || flow_only(mq) ||
 			    r2cc_probe_path(mq->gid, mq->dest_gid,
 					    r2cc_chan_port(), hold_end, now,
 					    ps.failback_hold_ms) != 1)

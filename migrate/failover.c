@@ -1214,6 +1214,8 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 	mq->unposted_sends = mq->unposted_recvs = 0;
 	mq->first_replay_ns = 0;
 	mq->dbg_left = R2CC_DATAPATH_DEBUG ? 400 : 0;
+	if (!mq->on_backup) /* a failover: failback.c looks at it afresh */
+		mq->fb.ok_set = mq->fb.flow_only = false;
 	atomic_fetch_add(&ps.waiting, 1);
 	if (!mq->held) /* an urgent move back holds from its detection on */
 		r2cc_mig_hold_start(mq);

@@ -159,6 +159,12 @@ struct r2cc_mig_qp {
 		bool rearm_sent, rearm_got;
 		uint32_t rearm_psn; /* the peer's re-armed backup's sq_psn */
 		uint64_t not_before_ns; /* no proposal before (after ABORT) */
+		/* Completions of READY QPs on the same path, when first
+		 * looked at after the failover; flow_only: they went on
+		 * while this one was cut off (its own flow's black hole:
+		 * a probe of the path proves nothing) */
+		bool ok_set, flow_only;
+		uint64_t ok_base;
 		uint64_t moves_ns[R2CC_FB_MOVES]; /* the last moves back */
 	} fb;
 };
