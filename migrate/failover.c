@@ -318,24 +318,41 @@ static void synth(struct r2cc_mig_qp *mq, const struct r2cc_sendlog_ent *e,
 			 mq->qpn, (unsigned long long)e->wr.wr_id);
 }
 
+/* An entry the move already decided (executed by the peer, or lost or
+ * flushed behind a lost atomic): it completes without the QP. */
+static bool owed(const struct r2cc_sendlog_ent *e)
+{
+	return e->disp == R2CC_SL_DONE || e->disp == R2CC_SL_LOST ||
+	       e->disp == R2CC_SL_FLUSH;
+}
+
+/* Synthesise @e's completion (an owed entry): its own outcome, or a flush
+ * when @failed (an error came first; only signaled ones then). Whether
+ * one was. */
+static bool complete_owed(struct r2cc_mig_qp *mq,
+			  const struct r2cc_sendlog_ent *e, bool failed)
+{
+	if (!failed && e->disp != R2CC_SL_DONE) {
+		synth(mq, e,
+		      e->disp == R2CC_SL_LOST ? IBV_WC_RETRY_EXC_ERR :
+						IBV_WC_WR_FLUSH_ERR);
+		return true;
+	}
+	if (!e->signaled)
+		return false;
+	synth(mq, e, failed ? IBV_WC_WR_FLUSH_ERR : IBV_WC_SUCCESS);
+	return true;
+}
+
 /* Oldest entries the peer executed (DONE) complete here, in order. */
 static void drain_done(struct r2cc_mig_qp *mq)
 {
 	const struct r2cc_sendlog_ent *e;
 
-	while ((e = r2cc_sendlog_peek(mq->slog, 0))) {
-		if (e->disp == R2CC_SL_DONE) {
-			if (consumes_recv(e->wr.opcode))
-				mq->consumers_done++;
-			if (e->signaled)
-				synth(mq, e, IBV_WC_SUCCESS);
-		} else if (e->disp == R2CC_SL_LOST) {
-			synth(mq, e, IBV_WC_RETRY_EXC_ERR);
-		} else if (e->disp == R2CC_SL_FLUSH) {
-			synth(mq, e, IBV_WC_WR_FLUSH_ERR);
-		} else {
-			return;
-		}
+	while ((e = r2cc_sendlog_peek(mq->slog, 0)) && owed(e)) {
+		if (e->disp == R2CC_SL_DONE && consumes_recv(e->wr.opcode))
+			mq->consumers_done++;
+		complete_owed(mq, e, false);
 		r2cc_sendlog_retire(mq->slog, 1);
 	}
 }
@@ -407,8 +424,7 @@ static bool owes(const struct r2cc_mig_qp *mq)
 	uint32_t i;
 
 	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
-		if (e->disp == R2CC_SL_DONE || e->disp == R2CC_SL_LOST ||
-		    e->disp == R2CC_SL_FLUSH)
+		if (owed(e))
 			return true;
 	return false;
 }
@@ -419,20 +435,21 @@ void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq)
 	mq->draining = mq->slog && owes(mq);
 }
 
-/* Every signaled entry left that the peer executed fails as flushed,
- * and the log is done with (lock held). */
-static void flush_owed(struct r2cc_mig_qp *mq)
+/* The log is done with (lock held): everything it still owes completes
+ * now, in order (flushed when @failed). Whether any was synthesised. */
+static bool settle(struct r2cc_mig_qp *mq, bool failed)
 {
 	struct r2cc_sendlog_stats ss;
 	const struct r2cc_sendlog_ent *e;
+	bool any = false;
 	uint32_t i;
 
 	r2cc_sendlog_get_stats(mq->slog, &ss);
 	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
-		if (e->signaled && e->disp != R2CC_SL_NEW &&
-		    e->disp != R2CC_SL_REPLAY)
-			synth(mq, e, IBV_WC_WR_FLUSH_ERR);
+		if (owed(e))
+			any |= complete_owed(mq, e, failed);
 	r2cc_sendlog_retire(mq->slog, ss.outstanding);
+	return any;
 }
 
 /*
@@ -447,7 +464,6 @@ static void flush_owed(struct r2cc_mig_qp *mq)
 static int drain_wc(struct r2cc_mig_qp *mq, const struct ibv_wc *wc,
 		    bool behind)
 {
-	struct r2cc_sendlog_stats ss;
 	int keep;
 
 	if (wc->status == IBV_WC_SUCCESS &&
@@ -459,13 +475,11 @@ static int drain_wc(struct r2cc_mig_qp *mq, const struct ibv_wc *wc,
 	mq->draining = false;
 	if (wc->status != IBV_WC_SUCCESS) {
 		keep = behind ? stash_behind(mq, mq->scq, wc) : 1;
-		flush_owed(mq);
+		settle(mq, true);
 		return keep;
 	}
-	r2cc_sendlog_get_stats(mq->slog, &ss);
-	if (done_before(mq, ss.outstanding))
+	if (settle(mq, false))
 		behind = true;
-	r2cc_sendlog_retire(mq->slog, ss.outstanding);
 	return behind ? stash_behind(mq, mq->scq, wc) : 1;
 }
 
