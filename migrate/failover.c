@@ -1238,10 +1238,11 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 		r2cc_mig_srq_fenced(mq);
 	r2cc_info("QP %#x: %s fenced (%s), rq_psn %#x", mq->qpn,
 		  mq->on_backup ? "backup" : "primary",
-		  why == R2CC_CTRL_WHY_PEER	? "told by the peer" :
-		  why == R2CC_CTRL_WHY_FAILBACK ? "moving back" :
-		  why == R2CC_CTRL_WHY_SRQ	? "its SRQ moves" :
-						  "local fault",
+		  why == R2CC_CTRL_WHY_PEER	 ? "told by the peer" :
+		  why == R2CC_CTRL_WHY_FAILBACK	 ? "moving back" :
+		  why == R2CC_CTRL_WHY_SRQ	 ? "its SRQ moves" :
+		  why == R2CC_CTRL_WHY_KEEPALIVE ? "keepalive" :
+						   "local fault",
 		  mq->rq_psn);
 	send_fo(mq, R2CC_CTRL_FAILOVER, why, 0, false);
 	replay(mq);
@@ -1384,6 +1385,8 @@ void r2cc_mig_tick(void)
 	struct r2cc_mig_qp *mq;
 	uint64_t now;
 
+	if (ps.keepalive_ms)
+		r2cc_mig_ka_tick();
 	/* (urgent moves back are bounded there even without failback) */
 	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();

@@ -21,6 +21,12 @@
  * slides (bounded migrations, no storm). */
 #define R2CC_FB_MOVES 3
 #define R2CC_FB_WINDOW_MS 60000
+/* R2CC_KEEPALIVE: a quiet path's QPs fail over after this many of its
+ * probes in a row went unanswered (each waits R2CC_PROBE_WAIT_MS, one SYN
+ * retransmission: a 30% lossy path loses one about half the time, three
+ * in a row about one time in eight... and nothing of the QPs completes
+ * meanwhile) */
+#define R2CC_KA_MISSES 3
 /* fb.peer_psn when no round of the peer's is known (PSNs are 24-bit) */
 #define R2CC_FB_NO_ROUND UINT32_MAX
 #define MAX_PEER_MRS 4096
@@ -199,6 +205,7 @@ struct r2cc_mig_state {
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;
 	uint32_t failback_hold_ms;
+	uint32_t keepalive_ms; /* R2CC_KEEPALIVE_MS, 0: no keepalive */
 	uint32_t detect_ms; /* R2CC_DETECT_MS: a recycled primary's timeout */
 	/* Per backup rail: the channel of its backups' CQs, served by the
 	 * control thread (r2cc_mig_ring_ready()). */
@@ -239,6 +246,10 @@ void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq);
 int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);
 /* failover.c: the control thread's handler of a backup CQ channel */
 void r2cc_mig_ring_ready(int fd, void *arg);
+/* keepalive.c: quiet paths probed, silent ones failed over (the tick;
+ * takes ps.lock) / its paths forgotten (ps.lock held) */
+void r2cc_mig_ka_tick(void);
+void r2cc_mig_ka_reset(void);
 /* failback.c */
 void r2cc_mig_fb_tick(void);
 void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);

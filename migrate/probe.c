@@ -4,7 +4,10 @@
  * rail address to the peer's r2cc port on its rail address, polled by the
  * control thread's tick. A table of the paths asked about, each with its
  * probe in flight (or not), when it last got through and when the next
- * one is due.
+ * one is due. A path is probed for one of two askers, each with its own
+ * entry: failback.c (has it healed? a clean streak, backing off while
+ * dark) and keepalive.c (is it still there? one every period, counting
+ * the misses in a row).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +19,7 @@
 
 #include "probe.h"
 
-#define MAX_PATHS 64
+#define MAX_PATHS 256
 
 struct path {
 	bool used;
@@ -29,6 +32,10 @@ struct path {
 	uint32_t gap_ms; /* after the next failure */
 	uint32_t gap0_ms; /* the first gap, again after a success */
 	uint32_t streak; /* clean handshakes in a row */
+	bool keep; /* a keepalive's (r2cc_probe_keep) */
+	uint32_t every_ms; /* keepalive: the period */
+	uint64_t oks; /* keepalive: handshakes through */
+	uint32_t fail_row; /* keepalive: unanswered in a row since */
 };
 
 static struct path paths[MAX_PATHS];
@@ -49,6 +56,18 @@ static void done(struct path *p, bool ok, uint64_t now)
 {
 	close(p->fd);
 	p->fd = -1;
+	if (p->keep) {
+		/* Any handshake will do (a retransmitted SYN too): the
+		 * question is whether the path is there at all. */
+		if (ok) {
+			p->oks++;
+			p->fail_row = 0;
+		} else {
+			p->fail_row++;
+		}
+		p->next_ns = now + (uint64_t)p->every_ms * 1000000ULL;
+		return;
+	}
 	/* Clean: through without a retransmitted SYN */
 	if (ok && now - p->start_ns < R2CC_PROBE_CLEAN_MS * 1000000ULL) {
 		p->gap_ms = p->gap0_ms;
@@ -120,9 +139,9 @@ int r2cc_probe_poll(uint64_t now)
 	return busy;
 }
 
-int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
-		    uint16_t port, uint64_t since_ns, uint64_t now_ns,
-		    uint32_t gap_ms)
+/* The entry of (@sgid, @dgid, @port) for @keep's asker, made if new. */
+static int lookup(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t port,
+		  bool keep, bool make, struct path **out)
 {
 	struct path *p = NULL, *free_slot = NULL;
 	uint32_t src, dst;
@@ -135,11 +154,11 @@ int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
 			if (!free_slot)
 				free_slot = &paths[i];
 		} else if (paths[i].src == src && paths[i].dst == dst &&
-			   paths[i].port == port) {
+			   paths[i].port == port && paths[i].keep == keep) {
 			p = &paths[i];
 		}
 	}
-	if (!p) {
+	if (!p && make) {
 		if (!free_slot)
 			return -ENOSPC;
 		p = free_slot;
@@ -148,9 +167,24 @@ int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
 		p->src = src;
 		p->dst = dst;
 		p->port = port;
+		p->keep = keep;
 		p->fd = -1;
-		p->gap_ms = p->gap0_ms = gap_ms ? gap_ms : 1000;
 	}
+	*out = p;
+	return p ? 0 : -ENOENT;
+}
+
+int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
+		    uint16_t port, uint64_t since_ns, uint64_t now_ns,
+		    uint32_t gap_ms)
+{
+	struct path *p;
+	int ret = lookup(sgid, dgid, port, false, true, &p);
+
+	if (ret)
+		return ret;
+	if (!p->gap0_ms)
+		p->gap_ms = p->gap0_ms = gap_ms ? gap_ms : 1000;
 	if (p->ok_ns > since_ns)
 		return 1;
 	if (p->fd < 0 && now_ns >= p->next_ns) {
@@ -159,6 +193,36 @@ int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
 			return 1;
 	}
 	return 0;
+}
+
+int r2cc_probe_keep(const uint8_t sgid[16], const uint8_t dgid[16],
+		    uint16_t port, uint64_t now_ns, uint32_t every_ms,
+		    struct r2cc_probe_count *c)
+{
+	struct path *p;
+	int ret = lookup(sgid, dgid, port, true, true, &p);
+
+	if (ret)
+		return ret;
+	p->every_ms = every_ms;
+	p->gap_ms = every_ms; /* (a socket that cannot be made) */
+	if (p->fd < 0 && now_ns >= p->next_ns)
+		start(p, now_ns);
+	c->ok = p->oks;
+	c->fail_row = p->fail_row;
+	return 0;
+}
+
+void r2cc_probe_keep_end(const uint8_t sgid[16], const uint8_t dgid[16],
+			 uint16_t port)
+{
+	struct path *p;
+
+	if (lookup(sgid, dgid, port, true, false, &p))
+		return;
+	if (p->fd >= 0)
+		close(p->fd);
+	p->used = false;
 }
 
 void r2cc_probe_reset(void)

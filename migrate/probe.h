@@ -6,8 +6,10 @@
  * came back over the path), R2CC_PROBE_STREAK times in a row without a
  * retransmission. Used where no event says a fault is over (a black
  * hole): a QP moved away from one moves back once its path works again
- * (failback.c). One probe in flight per path, retried with
- * backoff; never blocking (the control thread's tick drives them).
+ * (failback.c), retried with backoff. And, with R2CC_KEEPALIVE, whether
+ * the path of idle QPs is still there (keepalive.c), one every period.
+ * One probe in flight per path and asker; never blocking (the control
+ * thread's tick drives them).
  */
 #ifndef R2CC_MIGRATE_PROBE_H
 #define R2CC_MIGRATE_PROBE_H
@@ -41,6 +43,27 @@
 int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
 		    uint16_t port, uint64_t since_ns, uint64_t now_ns,
 		    uint32_t gap_ms);
+/* A path's keepalive probes so far (r2cc_probe_keep) */
+struct r2cc_probe_count {
+	uint64_t ok; /* handshakes that got through */
+	uint32_t fail_row; /* unanswered in a row since the last one that did */
+};
+
+/**
+ * r2cc_probe_keep() - keepalive probes of the path from @sgid to @dgid:
+ * one every @every_ms after the last one ended (the first at once), each
+ * given R2CC_PROBE_WAIT_MS; any handshake counts (a SYN retransmitted
+ * too). Starts the one that is due; @c gets the count so far.
+ * Return: 0, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (too many paths
+ * probed at once).
+ */
+int r2cc_probe_keep(const uint8_t sgid[16], const uint8_t dgid[16],
+		    uint16_t port, uint64_t now_ns, uint32_t every_ms,
+		    struct r2cc_probe_count *c);
+/* No more keepalive probes of the path: its probe closed, its count
+ * forgotten (a later r2cc_probe_keep() starts again from none). */
+void r2cc_probe_keep_end(const uint8_t sgid[16], const uint8_t dgid[16],
+			 uint16_t port);
 /* Advance the probes in flight (non-blocking; the caller serialises):
  * how many are still in flight. */
 int r2cc_probe_poll(uint64_t now_ns);

@@ -532,6 +532,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	ps.failback = cfg->failback;
 	ps.failback_hold_ms = cfg->failback_hold_ms;
 	ps.detect_ms = cfg->detect_ms;
+	ps.keepalive_ms = cfg->keepalive ? cfg->keepalive_ms : 0;
 	if (!ps.mrs)
 		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
 	if (!ps.early)
@@ -556,6 +557,7 @@ void r2cc_mig_stop(void)
 	ps.on = false;
 	r2cc_chan_stop();
 	pthread_mutex_lock(&ps.lock);
+	r2cc_mig_ka_reset();
 	r2cc_probe_reset();
 	pthread_mutex_unlock(&ps.lock);
 }

@@ -88,6 +88,8 @@ enum r2cc_conf_key {
 	R2CC_CONF_DETECT_MS,
 	R2CC_CONF_FAILBACK,
 	R2CC_CONF_FAILBACK_HOLD_MS,
+	R2CC_CONF_KEEPALIVE,
+	R2CC_CONF_KEEPALIVE_MS,
 	R2CC_CONF_CTRL_PORT,
 	R2CC_CONF_CTRL_IF,
 	R2CC_CONF_SECRET_FILE,
@@ -121,6 +123,8 @@ struct r2cc_config {
 	uint32_t detect_ms;
 	bool failback;
 	uint32_t failback_hold_ms;
+	bool keepalive;
+	uint32_t keepalive_ms;
 	uint32_t ctrl_port;
 	char ctrl_if[R2CC_IFNAMSIZ]; /* "" = any interface */
 	char secret_file[PATH_MAX];

@@ -183,7 +183,7 @@ int gen_client_step(struct gen *g)
 
 	if (g->o.secs > 0 && gen_now() - g->t0 >= g->o.secs)
 		g->stop = 1;
-	for (i = 0; i < g->o.qps && !g->stop; i++) {
+	for (i = 0; i < g->o.qps && !g->stop && !gen_paused(g); i++) {
 		ret = post_batch(g, &g->qp[i]);
 		if (ret)
 			return ret;

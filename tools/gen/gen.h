@@ -57,6 +57,7 @@ struct gen_opts {
 	double interval; /* progress lines (0: none) */
 	double stall_limit;
 	double linger; /* seconds to keep the QPs after the summary line */
+	double pause_at, pause_for; /* no new work in [t0 + at, + for) */
 	int srq; /* the QPs share one SRQ */
 };
 
@@ -145,6 +146,7 @@ struct gen {
 	uint64_t picked; /* client: operations posted, for -n */
 	int stop; /* client: post no new operation */
 	int idle; /* the last poll found nothing */
+	int pause_said; /* 1: the pause's start printed, 2: its end too */
 	int ended; /* server: the client's end record arrived */
 	int done; /* the run is over (see failed) */
 	int failed;
@@ -182,6 +184,8 @@ int gen_post_send(struct gen_qp *q, struct ibv_send_wr *wr);
 
 /* client.c, server.c */
 int gen_client_busy(const struct gen *g, char *what, size_t n);
+/* Within --pause-at/--pause-for (start and end printed, once each) */
+int gen_paused(struct gen *g);
 int gen_client_step(struct gen *g);
 void gen_client_wc(struct gen *g, struct gen_qp *q, const struct ibv_wc *wc);
 int gen_server_step(struct gen *g);

@@ -45,6 +45,10 @@ static const char usage_text[] =
 	"      --seed N           payload seed (default 1)\n"
 	"      --linger S         keep the QPs S seconds after the summary\n"
 	"                         (for r2cc-ctl to read final counters)\n"
+	"      --pause-at S       no new work from S seconds into the run\n"
+	"      --pause-for S      for S seconds (default 0: no pause); the\n"
+	"                         QPs go idle, no stall is counted (give\n"
+	"                         both sides the same)\n"
 	"      --srq              this side's QPs share one SRQ (each side\n"
 	"                         chooses for itself)\n"
 	"  -h, --help             this text\n"
@@ -128,7 +132,16 @@ void gen_report_qps(const struct gen *g)
 	fflush(stdout);
 }
 
-enum { OPT_STALL = 256, OPT_RETRY, OPT_TIMEOUT, OPT_SEED, OPT_LINGER, OPT_SRQ };
+enum {
+	OPT_STALL = 256,
+	OPT_RETRY,
+	OPT_TIMEOUT,
+	OPT_SEED,
+	OPT_LINGER,
+	OPT_PAUSE_AT,
+	OPT_PAUSE_FOR,
+	OPT_SRQ
+};
 
 /* Numeric options: range and where the value goes (type i, u, U or d). */
 static const struct numopt {
@@ -150,6 +163,8 @@ static const struct numopt {
 	{ OPT_TIMEOUT, 0, 31, 'i', offsetof(struct gen_opts, timeout) },
 	{ OPT_SEED, 0, 1e15, 'U', offsetof(struct gen_opts, seed) },
 	{ OPT_LINGER, 0, 3600, 'd', offsetof(struct gen_opts, linger) },
+	{ OPT_PAUSE_AT, 0, 1e6, 'd', offsetof(struct gen_opts, pause_at) },
+	{ OPT_PAUSE_FOR, 0, 1e6, 'd', offsetof(struct gen_opts, pause_for) },
 };
 
 /* In numopts order after "device", so that an index names the option. */
@@ -168,6 +183,8 @@ static const struct option longopts[] = {
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "linger", required_argument, NULL, OPT_LINGER },
+	{ "pause-at", required_argument, NULL, OPT_PAUSE_AT },
+	{ "pause-for", required_argument, NULL, OPT_PAUSE_FOR },
 	{ "srq", no_argument, NULL, OPT_SRQ },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },

@@ -130,12 +130,40 @@ int gen_verbs_wait(struct gen *g, int ms, int *tcp)
 	return 0;
 }
 
-/* Stall accounting: time without a completion while work is outstanding. */
+int gen_paused(struct gen *g)
+{
+	double t = gen_now() - g->t0;
+
+	if (g->o.pause_for <= 0 || t < g->o.pause_at)
+		return 0;
+	if (t < g->o.pause_at + g->o.pause_for) {
+		if (!g->pause_said) {
+			printf("r2cc-gen: paused at %.1f s for %g s\n", t,
+			       g->o.pause_for);
+			fflush(stdout);
+			g->pause_said = 1;
+		}
+		return 1;
+	}
+	if (g->pause_said == 1) {
+		printf("r2cc-gen: resumed at %.1f s\n", t);
+		fflush(stdout);
+		g->pause_said = 2;
+	}
+	return 0;
+}
+
+/* Stall accounting: time without a completion while work is outstanding
+ * (not in a pause: the QPs are idle on purpose). */
 static void check_stall(struct gen *g)
 {
 	double now = gen_now(), s;
 	char what[128] = "waiting for the client";
 
+	if (gen_paused(g)) {
+		g->last_progress = now;
+		return;
+	}
 	if (g->client && !gen_client_busy(g, what, sizeof(what))) {
 		g->last_progress = now;
 		return;

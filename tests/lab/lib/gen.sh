@@ -41,10 +41,12 @@ fault_after() {
 }
 
 # fault_midrun NAME CMD...: once this node's side of NAME has printed
-# progress (traffic flows), wait 3 s more and apply the fault.
+# progress (traffic flows), wait 3 s more and apply the fault. FAULT_AT
+# and FAULT_DELAY change the line waited for and the wait after it.
 fault_midrun() {
 	local name=$1; shift
-	fault_after "$LAB/$NODE.$name.out" '^r2cc-gen: progress' 60 3 "$name" "$@"
+	fault_after "$LAB/$NODE.$name.out" "${FAULT_AT:-^r2cc-gen: progress}" \
+		60 "${FAULT_DELAY:-3}" "$name" "$@"
 }
 
 

@@ -12,7 +12,8 @@
 # protected again (the per-rail timeline shows the traffic return), and
 # when the backup's rail dies while the QPs run on it and theirs is back,
 # they move back at once; after a black hole (no event) they move back
-# once a probe of the path gets through; both rails
+# once a probe of the path gets through; with R2CC_KEEPALIVE, idle QPs
+# leave a black hole before they send into it; both rails
 # down fails the program in bounded time; ibv_rc_pingpong,
 # ibv_srq_pingpong and perftest's
 # ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill, and so
@@ -250,6 +251,36 @@ else
 fi
 [ "$NODE" = a ] && fault_clear 0
 barrier fo.holeback.cleared 60
+
+# Keepalive (R2CC_KEEPALIVE_MS=500): the generator goes idle 6 s into the
+# run for 24 s; 4 s into the pause (the idle path's probes got through by
+# then) a black hole on a's rail 0. Nothing in flight would find it before
+# the traffic resumes; the keepalive does: 3 probes in a row unanswered,
+# nothing completed meanwhile, the idle QPs fail over (reason keepalive,
+# the peer follows) with no WR to replay, and the traffic resumes on
+# rail 1; every byte verified.
+FAULT_AT='^r2cc-gen: paused' FAULT_DELAY=4 \
+	FO_ENV="R2CC_KEEPALIVE=1 R2CC_KEEPALIVE_MS=500" \
+	GEN_X="--pause-at 6 --pause-for 24" GEN_T=40 \
+	gen_fo fo.idlehole a fault_blackhole 0
+if [ "$NODE" = b ]; then
+	ka=$(cat "$LAB"/[ab].fo.idlehole.log | grep -c 'fenced (keepalive)')
+	replayed=$(cat "$LAB"/[ab].fo.idlehole.log |
+		sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+	# fault -> the first keepalive verdict (either side's)
+	metric fo.idlehole.keepalive_ms "$(cat "$LAB"/[ab].fo.idlehole.log |
+		sed -n 's/.*QPs fail over, at \([0-9.]*\)$/\1/p' |
+		awk -v f="$(cat "$LAB/fo.idlehole.fault" 2>/dev/null || echo 0)" \
+			'f > 0 && (m == "" || ($1 - f) * 1000 < m) { m = ($1 - f) * 1000 } END { printf "%d", m }')"
+	if [ "$ka" -gt 0 ] && [ "$replayed" = 0 ] &&
+		grep -q '^r2cc-gen: resumed' "$LAB/b.fo.idlehole.out"; then
+		check pass fo.idlehole.keepalive "$ka QPs fenced by a keepalive, $replayed WRs replayed; $(cat "$LAB"/[ab].fo.idlehole.log | grep -m1 'QPs fail over' | sed 's/.*keepalive:/keepalive:/')"
+	else
+		check fail fo.idlehole.keepalive "fenced by a keepalive: $ka, WRs replayed: $replayed: $(cat "$LAB"/[ab].fo.idlehole.log | grep -E 'keepalive|fenced' | head -3 | cut -c1-200)"
+	fi
+fi
+[ "$NODE" = a ] && fault_clear 0
+barrier fo.idlehole.cleared 60
 
 # The backup's rail fails while the QPs run on it and their own rail is
 # back (within the hold: no planned move yet): both ends move them back

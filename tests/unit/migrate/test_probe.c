@@ -4,7 +4,9 @@
  * closed port's reset both say the path works; a path that never answers
  * is never seen working, however often it is probed; it takes a streak
  * of clean handshakes, and one made before the time asked about does not
- * count; GIDs that are not IPv4 ones are refused. Times are partly the test's own (the API takes them).
+ * count; GIDs that are not IPv4 ones are refused. Keepalive probes count
+ * what got through and the misses in a row, apart from failback's. Times
+ * are partly the test's own (the API takes them).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -164,5 +166,78 @@ Test(probe, gids_that_are_not_ipv4_are_refused, .fini = r2cc_probe_reset)
 	v6[0] = 0xfe;
 	v6[1] = 0x80;
 	cr_assert_eq(r2cc_probe_path(lo, v6, 9, 0, mono(), 1000),
+		     -EAFNOSUPPORT);
+}
+
+/* Keepalive probes of @d until @n more of them ended (test's clock @t:
+ * each polled at its start until through, or past its wait). */
+static struct r2cc_probe_count keep(const uint8_t *s, const uint8_t *d,
+				    uint16_t port, int n, uint64_t *t)
+{
+	struct r2cc_probe_count c = { 0 }, c0;
+	uint64_t t0 = mono();
+
+	cr_assert_eq(r2cc_probe_keep(s, d, port, *t, 500, &c0), 0);
+	while (c.ok + c.fail_row < c0.ok + c0.fail_row + (uint64_t)n &&
+	       mono() - t0 < 5000 * MS) {
+		if (r2cc_probe_poll(*t)) {
+			drain();
+			usleep(1000);
+			r2cc_probe_poll(*t);
+			drain();
+		}
+		if (r2cc_probe_poll(*t)) /* still in flight: let it time out */
+			*t += (R2CC_PROBE_WAIT_MS + 1) * MS;
+		r2cc_probe_poll(*t);
+		*t += 500 * MS;
+		cr_assert_eq(r2cc_probe_keep(s, d, port, *t, 500, &c), 0);
+	}
+	return c;
+}
+
+Test(probe, a_keepalive_counts_what_gets_through_and_the_misses_in_a_row,
+     .fini = r2cc_probe_reset)
+{
+	uint8_t lo[16], dark[16];
+	struct r2cc_probe_count c;
+	uint64_t ok;
+	int lfd;
+	uint16_t up = port_on(&lfd, true);
+	uint64_t t = mono();
+
+	gid_of("127.0.0.1", lo);
+	gid_of("192.0.2.1", dark);
+	/* (a probe may end within the call that starts it: at least) */
+	c = keep(lo, lo, up, 3, &t);
+	cr_assert_geq(c.ok, 3, "through: %llu", (unsigned long long)c.ok);
+	cr_assert_eq(c.fail_row, 0);
+	ok = c.ok;
+	/* A path that never answers: every probe a miss, in a row. */
+	c = keep(lo, dark, up, 3, &t);
+	cr_assert_eq(c.ok, 0);
+	cr_assert_geq(c.fail_row, 3, "in a row: %u", c.fail_row);
+	/* Ended, its count is gone: a new keepalive starts from none. */
+	r2cc_probe_keep_end(lo, dark, up);
+	cr_assert_eq(r2cc_probe_keep(lo, dark, up, t, 500, &c), 0);
+	cr_assert_eq(c.ok, 0);
+	cr_assert_leq(c.fail_row, 1, "(at most the probe just started)");
+	/* The same path probed for failback is another entry: its streak
+	 * is not the keepalive's. */
+	cr_assert_eq(r2cc_probe_path(lo, lo, up, t, t, 1000), 0);
+	c = keep(lo, lo, up, 1, &t);
+	cr_assert_gt(c.ok, ok);
+	close(lfd);
+	listener = -1;
+}
+
+Test(probe, a_keepalive_refuses_gids_that_are_not_ipv4,
+     .fini = r2cc_probe_reset)
+{
+	uint8_t lo[16], v6[16];
+	struct r2cc_probe_count c;
+
+	gid_of("127.0.0.1", lo);
+	memset(v6, 0xfe, sizeof(v6));
+	cr_assert_eq(r2cc_probe_keep(lo, v6, 9, mono(), 500, &c),
 		     -EAFNOSUPPORT);
 }

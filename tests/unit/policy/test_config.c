@@ -104,6 +104,7 @@ static const char *const defaults[R2CC_CONF_NR] = {
 	[R2CC_CONF_LOG_FILE] = "",	 [R2CC_CONF_RAILS] = "all",
 	[R2CC_CONF_BACKUP] = "eager",	 [R2CC_CONF_DETECT_MS] = "500",
 	[R2CC_CONF_FAILBACK] = "1",	 [R2CC_CONF_FAILBACK_HOLD_MS] = "5000",
+	[R2CC_CONF_KEEPALIVE] = "0",	 [R2CC_CONF_KEEPALIVE_MS] = "1000",
 	[R2CC_CONF_CTRL_PORT] = "18650", [R2CC_CONF_CTRL_IF] = "",
 	[R2CC_CONF_SECRET_FILE] = "",	 [R2CC_CONF_STATS] = "",
 	[R2CC_CONF_CONFIG] = "",
@@ -119,6 +120,8 @@ static const char *const accepted[R2CC_CONF_NR] = {
 	[R2CC_CONF_DETECT_MS] = "a decimal integer 10..60000",
 	[R2CC_CONF_FAILBACK] = "1, 0, yes, no, true, false, on, off",
 	[R2CC_CONF_FAILBACK_HOLD_MS] = "a decimal integer 0..3600000",
+	[R2CC_CONF_KEEPALIVE] = "1, 0, yes, no, true, false, on, off",
+	[R2CC_CONF_KEEPALIVE_MS] = "a decimal integer 100..60000",
 	[R2CC_CONF_CTRL_PORT] = "a decimal integer 1..65535",
 	[R2CC_CONF_CTRL_IF] = "a network interface name of 1-15",
 	[R2CC_CONF_SECRET_FILE] = "an absolute path",
@@ -136,6 +139,8 @@ static const char *const alt[R2CC_CONF_NR] = {
 	[R2CC_CONF_DETECT_MS] = "777",
 	[R2CC_CONF_FAILBACK] = "0",
 	[R2CC_CONF_FAILBACK_HOLD_MS] = "42",
+	[R2CC_CONF_KEEPALIVE] = "1",
+	[R2CC_CONF_KEEPALIVE_MS] = "250",
 	[R2CC_CONF_CTRL_PORT] = "4242",
 	[R2CC_CONF_CTRL_IF] = "alt0",
 	[R2CC_CONF_SECRET_FILE] = "/tmp/alt.secret",
@@ -208,6 +213,8 @@ Test(policy_config, defaults, .init = setup, .timeout = 5)
 	cr_assert_eq(cfg.detect_ms, 500);
 	cr_assert_eq(cfg.failback, true);
 	cr_assert_eq(cfg.failback_hold_ms, 5000);
+	cr_assert_eq(cfg.keepalive, false);
+	cr_assert_eq(cfg.keepalive_ms, 1000);
 	cr_assert_eq(cfg.ctrl_port, 18650);
 
 	cr_assert_eq(load(NULL), 0);
@@ -261,6 +268,8 @@ ParameterizedTestParameters(policy_config, good_values)
 		{ R2CC_CONF_FAILBACK, "1", "1" },
 		{ R2CC_CONF_FAILBACK_HOLD_MS, "0", "0" },
 		{ R2CC_CONF_FAILBACK_HOLD_MS, "3600000", "3600000" },
+		{ R2CC_CONF_KEEPALIVE_MS, "100", "100" },
+		{ R2CC_CONF_KEEPALIVE_MS, "60000", "60000" },
 		{ R2CC_CONF_CTRL_PORT, "1", "1" },
 		{ R2CC_CONF_CTRL_PORT, "65535", "65535" },
 		{ R2CC_CONF_CTRL_IF, "eth0", "eth0" },
@@ -372,6 +381,9 @@ ParameterizedTestParameters(policy_config, bad_values)
 		{ R2CC_CONF_FAILBACK_HOLD_MS, "3600001" },
 		{ R2CC_CONF_FAILBACK_HOLD_MS, "99999999999999999999" },
 		{ R2CC_CONF_FAILBACK_HOLD_MS, "1s" },
+		{ R2CC_CONF_KEEPALIVE_MS, "99" },
+		{ R2CC_CONF_KEEPALIVE_MS, "60001" },
+		{ R2CC_CONF_KEEPALIVE, "maybe" },
 		{ R2CC_CONF_CTRL_PORT, "" },
 		{ R2CC_CONF_CTRL_PORT, "0" },
 		{ R2CC_CONF_CTRL_PORT, "65536" },

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * keepalive.c - black holes under idle QPs (R2CC_KEEPALIVE). A QP finds a
+ * black hole only when it sends into it (its retries run out within
+ * R2CC_DETECT_MS); an idle one, or a receiver waiting for its peer, would
+ * find it only then. Here the control thread's tick groups the protected
+ * QPs (READY, on their primary) by path (rail, our GID, the peer's GID):
+ * a path on which nothing completed for R2CC_KEEPALIVE_MS is probed (a
+ * TCP handshake from our rail address to the peer's, probe.c), one every
+ * period; once R2CC_KA_MISSES of them in a row go unanswered, with still
+ * nothing completed on it, its QPs fail over (reason KEEPALIVE, the peer
+ * follows). Only a path whose probes once got through is ever judged (a
+ * peer address that never answers TCP - a firewall, IPv6 - is not a black
+ * hole: it is left alone, said once). What it proves is the IP path: a
+ * black hole of RoCE packets alone (a QoS class, an ACL on UDP 4791) is
+ * not seen here.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "chan.h"
+#include "mig_int.h"
+#include "probe.h"
+
+#define MAX_KA_PATHS 256
+
+struct ka_path {
+	bool used, seen;
+	int rail;
+	uint8_t gid[16], dest_gid[16];
+	uint64_t done, cur; /* completions on it: last look, this look */
+	uint64_t quiet_ns; /* nothing completed since */
+	bool probing; /* probe.c has an entry for it */
+	bool armed; /* a probe once got through */
+	bool off; /* cannot be probed (said once) */
+	uint32_t fail_row; /* the last count seen (said once when it grows) */
+};
+
+static struct ka_path kps[MAX_KA_PATHS];
+static bool full_said;
+
+/* Protected and carried by its primary: what a keepalive watches. */
+static bool watched(struct r2cc_mig_qp *mq)
+{
+	return mq->slot && !mq->on_backup && !mq->fenced &&
+	       r2cc_mig_state(mq) == R2CC_PROT_READY;
+}
+
+static bool same(const struct ka_path *p, const struct r2cc_mig_qp *mq)
+{
+	return p->rail == mq->rail && !memcmp(p->gid, mq->gid, 16) &&
+	       !memcmp(p->dest_gid, mq->dest_gid, 16);
+}
+
+static struct ka_path *path_of(const struct r2cc_mig_qp *mq)
+{
+	struct ka_path *p, *free_slot = NULL;
+
+	for (p = kps; p < kps + MAX_KA_PATHS; p++) {
+		if (p->used && same(p, mq))
+			return p;
+		if (!p->used && !free_slot)
+			free_slot = p;
+	}
+	if (!free_slot) {
+		if (!full_said)
+			r2cc_warn("keepalive: more than %d paths in use; QPs "
+				  "on the others are not kept alive",
+				  MAX_KA_PATHS);
+		full_said = true;
+		return NULL;
+	}
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->used = true;
+	free_slot->rail = mq->rail;
+	memcpy(free_slot->gid, mq->gid, 16);
+	memcpy(free_slot->dest_gid, mq->dest_gid, 16);
+	return free_slot;
+}
+
+static void stop_probing(struct ka_path *p)
+{
+	if (p->probing)
+		r2cc_probe_keep_end(p->gid, p->dest_gid, r2cc_chan_port());
+	p->probing = false;
+}
+
+static const char *addr_of(const uint8_t gid[16], char *buf, size_t n)
+{
+	/* (only IPv4-mapped GIDs are ever probed) */
+	if (!inet_ntop(AF_INET, gid + 12, buf, (socklen_t)n))
+		snprintf(buf, n, "?");
+	return buf;
+}
+
+/* The QPs of a path whose probes went unanswered fail over. */
+static void fail_path(struct ka_path *p, uint64_t now)
+{
+	struct r2cc_mig_qp *mq;
+	char a[INET_ADDRSTRLEN];
+	struct timespec ts;
+	int n = 0;
+
+	for (mq = ps.qps; mq; mq = mq->next) {
+		pthread_mutex_lock(&mq->lock);
+		if (watched(mq) && same(p, mq)) {
+			r2cc_mig_fence(mq, R2CC_CTRL_WHY_KEEPALIVE);
+			n++;
+		}
+		pthread_mutex_unlock(&mq->lock);
+	}
+	/* Wall-clock time too, to line it up with a fault's. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r2cc_warn("keepalive: rail %d to %s: %u probes in a row unanswered "
+		  "and nothing completed for %llu ms: %d QPs fail over, at "
+		  "%lld.%06ld",
+		  p->rail, addr_of(p->dest_gid, a, sizeof(a)), p->fail_row,
+		  (unsigned long long)((now - p->quiet_ns) / 1000000ULL), n,
+		  (long long)ts.tv_sec, ts.tv_nsec / 1000);
+	stop_probing(p);
+	p->used = false;
+}
+
+/* A quiet path's probe (due or in flight) and what it says so far. */
+static void probe(struct ka_path *p, uint64_t now)
+{
+	struct r2cc_probe_count c;
+	char a[INET_ADDRSTRLEN];
+	int ret;
+
+	ret = r2cc_probe_keep(p->gid, p->dest_gid, r2cc_chan_port(), now,
+			      ps.keepalive_ms, &c);
+	if (ret == -EAFNOSUPPORT) {
+		r2cc_info("keepalive: rail %d: not an IPv4 RoCE v2 path: "
+			  "its QPs are not kept alive",
+			  p->rail);
+		p->off = true;
+		return;
+	}
+	if (ret)
+		return; /* -ENOSPC: probe.c's table is full; again later */
+	p->probing = true;
+	if (c.ok && !p->armed)
+		r2cc_info("keepalive: rail %d to %s: probes get through",
+			  p->rail, addr_of(p->dest_gid, a, sizeof(a)));
+	p->armed |= c.ok > 0;
+	if (c.fail_row > p->fail_row)
+		r2cc_info(
+			"keepalive: rail %d to %s: %u probes in a row "
+			"unanswered%s",
+			p->rail, addr_of(p->dest_gid, a, sizeof(a)), c.fail_row,
+			p->armed ? "" : " (none ever got through: not judged)");
+	p->fail_row = c.fail_row;
+	if (p->armed && c.fail_row >= R2CC_KA_MISSES)
+		fail_path(p, now);
+}
+
+void r2cc_mig_ka_tick(void)
+{
+	struct r2cc_mig_qp *mq;
+	struct ka_path *p;
+	uint64_t now;
+
+	pthread_mutex_lock(&ps.lock);
+	now = r2cc_mig_now_ns();
+	r2cc_probe_poll(now);
+	for (p = kps; p < kps + MAX_KA_PATHS; p++)
+		p->seen = false, p->cur = 0;
+	for (mq = ps.qps; mq; mq = mq->next) {
+		pthread_mutex_lock(&mq->lock);
+		if (watched(mq) && (p = path_of(mq))) {
+			p->seen = true;
+			p->cur += atomic_load_explicit(&mq->slot->st.polled,
+						       memory_order_relaxed) -
+				  atomic_load_explicit(&mq->slot->st.polled_err,
+						       memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&mq->lock);
+	}
+	for (p = kps; p < kps + MAX_KA_PATHS; p++) {
+		if (!p->used)
+			continue;
+		if (!p->seen) { /* its QPs are gone, moved or not ready */
+			stop_probing(p);
+			p->used = false;
+		} else if (p->cur != p->done || !p->quiet_ns) {
+			/* Something completed: the path is there. */
+			p->done = p->cur;
+			p->quiet_ns = now;
+			stop_probing(p);
+			p->fail_row = 0;
+		} else if (!p->off &&
+			   r2cc_mig_past(p->quiet_ns, now, ps.keepalive_ms)) {
+			probe(p, now);
+		}
+	}
+	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_ka_reset(void)
+{
+	struct ka_path *p;
+
+	for (p = kps; p < kps + MAX_KA_PATHS; p++) {
+		stop_probing(p);
+		p->used = false;
+	}
+	full_said = false;
+}
