@@ -144,6 +144,8 @@ static void x_failover(struct cur *c, struct r2cc_ctrl_failover *f)
 	x_rsv(c, 2);
 	x32(c, &f->rq_psn);
 	x64(c, &f->recvs);
+	x32(c, &f->bqpn);
+	x32(c, &f->bpsn);
 }
 
 static void x_mr_keys(struct cur *c, struct r2cc_ctrl_msg *m)
@@ -269,8 +271,12 @@ static bool addrs_ok(const struct r2cc_ctrl_addr *a, uint8_t n)
 static bool failover_ok(const struct r2cc_ctrl_failover *f)
 {
 	if (f->qpn > MASK24 || f->reason >= R2CC_CTRL_NREASONS ||
-	    f->flags & ~(R2CC_CTRL_FO_PSN_VALID | R2CC_CTRL_FO_RECV_TAKEN) ||
-	    f->rq_psn > MASK24)
+	    f->flags & ~(R2CC_CTRL_FO_PSN_VALID | R2CC_CTRL_FO_RECV_TAKEN |
+			 R2CC_CTRL_FO_BACKUP | R2CC_CTRL_FO_CONNECTED) ||
+	    f->rq_psn > MASK24 || f->bqpn > MASK24 || f->bpsn > MASK24)
+		return false;
+	if (!(f->flags & R2CC_CTRL_FO_BACKUP) &&
+	    (f->bqpn || f->bpsn || f->flags & R2CC_CTRL_FO_CONNECTED))
 		return false;
 	return f->flags & R2CC_CTRL_FO_PSN_VALID || !f->rq_psn;
 }
@@ -309,7 +315,10 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		       m->qp_bind.backup.qpn <= MASK24 &&
 		       m->qp_bind.psn <= MASK24 && rail_ok(m->qp_bind.rail) &&
 		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5 &&
-		       !(m->qp_bind.flags & ~R2CC_CTRL_BIND_PINNED);
+		       !(m->qp_bind.flags &
+			 ~(R2CC_CTRL_BIND_PINNED | R2CC_CTRL_BIND_LAZY)) &&
+		       (!(m->qp_bind.flags & R2CC_CTRL_BIND_LAZY) ||
+			(!m->qp_bind.backup.qpn && !m->qp_bind.psn));
 	case R2CC_CTRL_MR_KEYS:
 		if (m->mr_keys.n > R2CC_CTRL_MAX_MRS ||
 		    m->mr_keys.rail >= R2CC_CTRL_RAIL_MAX)

@@ -31,7 +31,8 @@
  *  4 QP_BIND:       qpn u32 | gid 16 (local primary) | qpn u32 | gid 16
  *                   (peer primary) | qpn u32 | gid 16 (backup) | psn u32 |
  *                   rail u8 | mtu u8 (1..5, enum ibv_mtu) | flags u8
- *                   (bit 0: the rail is pinned) | rsv u8
+ *                   (bit 0: the rail is pinned, bit 1: lazy: the backup
+ *                   is made at a failover, its qpn and psn are 0) | rsv u8
  *  5 MR_KEYS:       n u16 (<= 256) | rail u8 (< 16: the shadows') | rsv u8 |
  *                   n x (rkey u32 | backup rkey u32 | addr u64 | len u64),
  *                   addr + len no overflow
@@ -39,7 +40,12 @@
  *  7 FAILOVER,
  *  8 FAILOVER_ACK:  qpn u32 | reason u8 | flags u8 (bit 0: rq_psn valid,
  *                   bit 1: ACK only: a receive is taken, see below) |
- *                   rsv u16 | rq_psn u32 (0 unless valid) | recvs u64
+ *                   bit 2: a backup made at this failover, below,
+ *                   bit 3: with bit 2: that backup is connected to the
+ *                   receiver's) |
+ *                   rsv u16 | rq_psn u32 (0 unless valid) | recvs u64 |
+ *                   backup qpn u32 | backup psn u32 (both 0 unless bit 2:
+ *                   a lazy QP's backup, made now, to connect to)
  *  9 FAILBACK:      qpn u32 | phase u8 | flags u8 (bit 0: recovered,
  *                   bit 1: urgent) | rsv u16 | psn u32 (PROPOSE, READY:
  *                   the sender's round; ABORT: the round it ends, the
@@ -109,9 +115,19 @@ enum r2cc_ctrl_fb_phase {
 /* FAILOVER_ACK: the first message not executed was partly received and
  * is a SEND: the receiver took an SRQ receive for it (SRQ accounting). */
 #define R2CC_CTRL_FO_RECV_TAKEN (1U << 1)
+/* FAILOVER: a lazy QP's backup was made at this failover: bqpn, bpsn */
+#define R2CC_CTRL_FO_BACKUP (1U << 2)
+/* FAILOVER with _BACKUP: and it is connected to the receiver's (RTR): the
+ * receiver may replay into it. Sent again with it when the sender's
+ * backup is connected after its first FAILOVER went out. */
+#define R2CC_CTRL_FO_CONNECTED (1U << 3)
 /* QP_BIND: the sender cannot move its backup to another rail (its QP
  * shares an SRQ whose backup sits on this rail): the peer's follows. */
 #define R2CC_CTRL_BIND_PINNED (1U << 0)
+/* QP_BIND: the sender makes its backup only at a failover (R2CC_BACKUP=
+ * lazy): no backup QPN or PSN yet. A peer that makes its backup eagerly
+ * gets one from it at once (both ends lazy, or neither). */
+#define R2CC_CTRL_BIND_LAZY (1U << 1)
 /* FAILBACK PROPOSE: the sender saw its rail go down and come back since
  * the failover (a rail without that evidence, e.g. after a black hole,
  * does not start a move back by itself). */
@@ -153,6 +169,7 @@ struct r2cc_ctrl_failover { /* FAILOVER and FAILOVER_ACK */
 	uint8_t flags; /* R2CC_CTRL_FO_PSN_VALID */
 	uint32_t rq_psn; /* the sender's responder rq_psn */
 	uint64_t recvs; /* receives consumed on the QP (or its SRQ share) */
+	uint32_t bqpn, bpsn; /* R2CC_CTRL_FO_BACKUP: the backup made now */
 };
 
 struct r2cc_ctrl_msg {
@@ -175,7 +192,7 @@ struct r2cc_ctrl_msg {
 			struct r2cc_ctrl_qp_ref local, peer, backup;
 			uint32_t psn; /* the backup QP's first PSN */
 			uint8_t rail, mtu;
-			uint8_t flags; /* R2CC_CTRL_BIND_PINNED */
+			uint8_t flags; /* R2CC_CTRL_BIND_PINNED, _LAZY */
 		} qp_bind;
 		struct {
 			uint16_t n;

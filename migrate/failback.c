@@ -387,6 +387,17 @@ static void rearm(struct r2cc_mig_qp *mq)
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 {
 	mq->fb.urgent = false;
+	if (mq->lazy) {
+		/* Lazy: no backup armed; the next failover takes this one
+		 * out of RESET (destroyed only with the QP: on rxe a destroy
+		 * can wait seconds for the kernel's references) */
+		if (r2cc_mig_backup_park(mq))
+			r2cc_mig_backup_drop(mq);
+		r2cc_mig_set_state(mq, R2CC_PROT_READY);
+		r2cc_info("QP %#x protected again (lazy): its backup %s",
+			  mq->qpn, mq->bqp ? "parked" : "dropped");
+		return;
+	}
 	mq->bpsn = r2cc_psn_random();
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	if (send_fb(mq, R2CC_CTRL_FB_REARM, 0, mq->bpsn)) {

@@ -905,6 +905,15 @@ static void send_fo_taken(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,
 		m.failover.flags |= R2CC_CTRL_FO_RECV_TAKEN;
 	m.failover.rq_psn = refuse ? 0 : mq->rq_psn; /* codec: 0 unless valid */
 	m.failover.recvs = recvs;
+	if (type == R2CC_CTRL_FAILOVER && !refuse && mq->lz.made && mq->bqp) {
+		/* A lazy QP's backup, made at this fence */
+		m.failover.flags |= R2CC_CTRL_FO_BACKUP;
+		if (mq->lz.conn)
+			m.failover.flags |= R2CC_CTRL_FO_CONNECTED;
+		m.failover.bqpn = mq->bqp->qp_num;
+		m.failover.bpsn = mq->bpsn;
+		mq->lz.said = mq->lz.conn;
+	}
 	ret = r2cc_chan_send(mq->peer, &m);
 	if (ret)
 		r2cc_err("QP %#x: cannot tell the peer (%s): the failover "
@@ -994,6 +1003,7 @@ static void move_done(struct r2cc_mig_qp *mq)
 {
 	unhold(mq);
 	mq->fenced = false;
+	memset(&mq->lz, 0, sizeof(mq->lz));
 	atomic_fetch_sub(&ps.waiting, 1);
 	mq->on_backup = !mq->on_backup;
 	if (mq->on_backup) {
@@ -1042,6 +1052,10 @@ static void replay(struct r2cc_mig_qp *mq)
 	bool taken;
 
 	if (!mq->fenced || !mq->have_peer_psn || mq->replayed)
+		return;
+	/* A lazy QP's new backups: into the peer's once it is connected to
+	 * ours (not dropped at a QP still in INIT). */
+	if (mq->lz.made && !(mq->lz.conn && mq->lz.peer_conn))
 		return;
 	memset(&res, 0, sizeof(res));
 	/* A QP that never reached RTS sent nothing: nothing to replay. */
@@ -1197,6 +1211,50 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
 		move_done(mq);
 }
 
+/*
+ * A lazy QP's backup, made at its failover (lock held), and connected
+ * when the peer's FAILOVER named its own. False: none could be made (the
+ * QP is left alone, unprotected: what it sees is native).
+ */
+static bool lazy_backup(struct r2cc_mig_qp *mq)
+{
+	bool parked = mq->bparked;
+	int ret;
+
+	if (mq->on_backup || (mq->bqp && !parked))
+		return true;
+	ret = mq->lazy ? r2cc_mig_backup_make(mq) : ENODEV;
+	if (ret) {
+		r2cc_err("QP %#x: no backup QP on rail %d (%s): no move",
+			 mq->qpn, mq->backup_rail, strerror(ret));
+		mq->logging = false;
+		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+		return false;
+	}
+	mq->lz.made = true;
+	r2cc_info("QP %#x: backup QP %#x %s on rail %d (lazy)", mq->qpn,
+		  mq->bqp->qp_num, parked ? "out of RESET" : "made",
+		  mq->backup_rail);
+	return true;
+}
+
+/* The peer's backup (its FAILOVER named it): ours connects to it. */
+static int lazy_connect(struct r2cc_mig_qp *mq)
+{
+	int ret;
+
+	if (!mq->lz.made || mq->lz.conn || !mq->lz.pknown)
+		return 0;
+	ret = r2cc_mig_backup_connect(mq, mq->lz.pqpn, mq->lz.ppsn);
+	if (ret)
+		r2cc_err("QP %#x: backup QP %#x not connected to the peer's "
+			 "%#x (%s)",
+			 mq->qpn, mq->bqp->qp_num, mq->lz.pqpn, strerror(ret));
+	mq->lz.conn = !ret;
+	return ret;
+}
+
 /* The current incarnation to ERR, our rq_psn read and sent (lock held). */
 static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 {
@@ -1204,6 +1262,9 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr a;
 	int ret;
+
+	if (!lazy_backup(mq))
+		return;
 
 	mq->fault_ns = r2cc_mig_now_ns();
 	mq->why = why;
@@ -1236,6 +1297,10 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 	mq->rq_psn = a.rq_psn;
 	if (mq->srq)
 		r2cc_mig_srq_fenced(mq);
+	if (lazy_connect(mq)) {
+		abandon(mq, "its backup could not be connected");
+		return;
+	}
 	r2cc_info("QP %#x: %s fenced (%s), rq_psn %#x", mq->qpn,
 		  mq->on_backup ? "backup" : "primary",
 		  why == R2CC_CTRL_WHY_PEER	 ? "told by the peer" :
@@ -1351,6 +1416,15 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			  mq->qpn);
 		goto out;
 	}
+	if (m->hdr.type == R2CC_CTRL_FAILOVER &&
+	    m->failover.flags & R2CC_CTRL_FO_BACKUP && mq->lazy && !back) {
+		/* The peer's backup, made now; ours connects to it */
+		mq->lz.pknown = true;
+		mq->lz.pqpn = m->failover.bqpn;
+		mq->lz.ppsn = m->failover.bpsn;
+		mq->lz.peer_conn |=
+			!!(m->failover.flags & R2CC_CTRL_FO_CONNECTED);
+	}
 	if (!mq->fenced && mq->logging)
 		fence(mq, R2CC_CTRL_WHY_PEER);
 	if (!mq->fenced || !mq->logging) {
@@ -1361,9 +1435,20 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 				true);
 		goto out;
 	}
-	if (m->hdr.type == R2CC_CTRL_FAILOVER && !mq->have_peer_psn) {
-		mq->peer_rq_psn = m->failover.rq_psn;
-		mq->have_peer_psn = true;
+	if (m->hdr.type == R2CC_CTRL_FAILOVER && mq->lz.made) {
+		if (lazy_connect(mq)) {
+			abandon(mq, "its backup could not be connected");
+			goto out;
+		}
+		/* Ours connected after our FAILOVER went out: say so */
+		if (mq->lz.conn && !mq->lz.said)
+			send_fo(mq, R2CC_CTRL_FAILOVER, mq->why, 0, false);
+	}
+	if (m->hdr.type == R2CC_CTRL_FAILOVER) {
+		if (!mq->have_peer_psn) {
+			mq->peer_rq_psn = m->failover.rq_psn;
+			mq->have_peer_psn = true;
+		}
 		replay(mq);
 	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK) {
 		repost(mq, m->failover.recvs,

@@ -91,6 +91,21 @@ struct r2cc_mig_qp {
 	int rail, backup_rail;
 	struct ibv_cq *bscq, *brcq; /* owned: the backup's CQs (maybe one) */
 	struct ibv_qp *bqp; /* owned: the backup QP */
+	/* R2CC_BACKUP=lazy, both ends: the backup is made at a failover
+	 * (on bctx/bpd, r2cc's context and shadow PD of the backup rail) and
+	 * dropped when the QP is moved back. */
+	bool lazy;
+	bool bparked; /* lazy: the backup kept in RESET since a move back */
+	struct ibv_context *bctx;
+	struct ibv_pd *bpd;
+	/* A lazy QP's failover (under lock; cleared when the move is
+	 * done): our backup made at the fence and connected to the peer's
+	 * (named by its FAILOVER: pqpn, ppsn), the peer's connected to ours
+	 * (its FAILOVER said so), and ours said to be. Replay needs both. */
+	struct r2cc_lz {
+		bool made, conn, said, peer_conn, pknown;
+		uint32_t pqpn, ppsn;
+	} lz;
 	uint8_t bgid[16];
 	uint32_t bpsn; /* the backup's first send PSN */
 	enum ibv_mtu bmtu; /* the backup's path MTU (the lower of both) */
@@ -206,6 +221,7 @@ struct r2cc_mig_state {
 	bool failback;
 	uint32_t failback_hold_ms;
 	uint32_t keepalive_ms; /* R2CC_KEEPALIVE_MS, 0: no keepalive */
+	bool lazy; /* R2CC_BACKUP=lazy */
 	uint32_t detect_ms; /* R2CC_DETECT_MS: a recycled primary's timeout */
 	/* Per backup rail: the channel of its backups' CQs, served by the
 	 * control thread (r2cc_mig_ring_ready()). */
@@ -244,6 +260,16 @@ void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq);
 /* protect.c: the backup to RESET and back to RTS towards the peer's
  * re-armed one (psn: its first PSN), CQs emptied first (mq lock held) */
 int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);
+/* protect.c, a lazy QP (mq lock held): its backup made now, or a parked
+ * one taken out of RESET (-> INIT, a new first PSN) / connected to the
+ * peer's, named by its FAILOVER (RTR, and RTS if the program's QP is) /
+ * parked after a move back (RESET, its CQs emptied: kept for the next
+ * failover, not destroyed while the program runs) / dropped. 0 or an
+ * errno. */
+int r2cc_mig_backup_make(struct r2cc_mig_qp *mq);
+int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn);
+int r2cc_mig_backup_park(struct r2cc_mig_qp *mq);
+void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
 /* failover.c: the control thread's handler of a backup CQ channel */
 void r2cc_mig_ring_ready(int fd, void *arg);
 /* keepalive.c: quiet paths probed, silent ones failed over (the tick;

@@ -24,6 +24,17 @@ void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 	pthread_mutex_unlock(&mq->lock);
 }
 
+void r2cc_mig_test_lazy(struct r2cc_mig_qp *mq, struct ibv_context *bctx,
+			struct ibv_pd *bpd)
+{
+	pthread_mutex_lock(&mq->lock);
+	mq->lazy = true;
+	mq->bctx = bctx;
+	mq->bpd = bpd;
+	mq->peer_bind.qp_bind.mtu = IBV_MTU_1024; /* its QP_BIND's */
+	pthread_mutex_unlock(&mq->lock);
+}
+
 void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
 	pthread_mutex_lock(&ps.lock);

@@ -17,6 +17,11 @@
 void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 			 struct ibv_cq *bcq, uint64_t peer, uint32_t dest_qpn,
 			 uint32_t bpsn);
+/* @mq lazy (R2CC_BACKUP=lazy both ends): no backup yet, one is made on
+ * @bctx/@bpd at a failover (the peer's backup MTU 1024). After
+ * r2cc_mig_test_bound() with no @bqp. */
+void r2cc_mig_test_lazy(struct r2cc_mig_qp *mq, struct ibv_context *bctx,
+			struct ibv_pd *bpd);
 /* A FAILOVER or FAILOVER_ACK from @peer, under the module lock. */
 void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m);
 /* @peer's MR @rkey is @backup_rkey on @rail (its MR_KEYS). */

@@ -27,6 +27,14 @@ void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
 				      memory_order_relaxed);
 }
 
+static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
+		       bool locked);
+static void drop_backup(struct r2cc_mig_qp *mq);
+static void unprotected(struct r2cc_mig_qp *mq, const char *why);
+static struct ibv_comp_channel *ring_channel(const struct r2cc_mig_desc *d,
+					     bool make);
+
 static struct r2cc_mig_qp *by_cookie(uint64_t cookie)
 {
 	struct r2cc_mig_qp *mq;
@@ -77,12 +85,14 @@ static int send_bind(struct r2cc_mig_qp *mq)
 		memcpy(m->qp_bind.local.gid, mq->gid, 16);
 		m->qp_bind.peer.qpn = mq->dest_qpn;
 		memcpy(m->qp_bind.peer.gid, mq->dest_gid, 16);
-		m->qp_bind.backup.qpn = mq->bqp->qp_num;
+		/* (lazy: no backup QP yet, its GID and rail only) */
+		m->qp_bind.backup.qpn = mq->bqp ? mq->bqp->qp_num : 0;
 		memcpy(m->qp_bind.backup.gid, mq->bgid, 16);
-		m->qp_bind.psn = mq->bpsn;
+		m->qp_bind.psn = mq->bqp ? mq->bpsn : 0;
 		m->qp_bind.rail = (uint8_t)mq->backup_rail;
 		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
-		m->qp_bind.flags = mq->srq ? R2CC_CTRL_BIND_PINNED : 0;
+		m->qp_bind.flags = (mq->srq ? R2CC_CTRL_BIND_PINNED : 0) |
+				   (mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY);
 		ret = r2cc_chan_send(mq->peer, m);
 	}
 	free(m);
@@ -162,13 +172,41 @@ static int backup_rts(struct r2cc_mig_qp *mq)
 	return ret;
 }
 
-/* Both halves known: connect the backup (mq lock held). */
+/* Both halves known: connect the backup (mq lock held). Lazy ends (no
+ * backup QP) are ready as they are; a lazy end bound to an eager one makes
+ * its backup now and binds again with it, and the eager end waits for
+ * that second bind. */
 static void try_ready(struct r2cc_mig_qp *mq)
 {
+	bool peer_lazy = mq->peer_bind.qp_bind.flags & R2CC_CTRL_BIND_LAZY;
 	int ret;
 
 	if (mq->state != R2CC_PROT_BINDING || !mq->bind_got || !mq->bind_sent)
 		return;
+	if (!mq->bqp && !peer_lazy) {
+		ret = r2cc_mig_backup_make(mq);
+		if (!ret) {
+			mq->bind_sent = false;
+			ret = send_bind(mq);
+		}
+		if (ret) {
+			unprotected(mq, "no backup QP for an eager peer");
+			return;
+		}
+		r2cc_info("QP %#x: the peer makes its backups eagerly: so "
+			  "does this side for it",
+			  mq->qpn);
+	}
+	if (mq->bqp && peer_lazy)
+		return; /* its backup comes with its next QP_BIND */
+	if (!mq->bqp) {
+		mq->lazy = true;
+		r2cc_mig_set_state(mq, R2CC_PROT_READY);
+		r2cc_info("QP %#x protected (lazy): its backup and the "
+			  "peer's are made on rail %d at a failover",
+			  mq->qpn, mq->backup_rail);
+		return;
+	}
 	ret = backup_rtr(mq);
 	if (!ret && mq->rts)
 		ret = backup_rts(mq);
@@ -221,17 +259,17 @@ void r2cc_mig_rail_loads(uint32_t *n, int nrail)
 	pthread_mutex_unlock(&ps.lock);
 }
 
-int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
+/* The backup to RESET, its CQs emptied (mq lock held). What the fenced
+ * incarnation left (flushes; its consumed receives went to the program
+ * when it moved back) must not meet the next failover: RESET (no more
+ * flushes), then the CQs emptied (bounded: at most their size). */
+static int backup_reset(struct r2cc_mig_qp *mq)
 {
 	struct ibv_cq *cqs[2] = { mq->bscq, mq->brcq };
 	struct ibv_qp_attr a;
 	struct ibv_wc wc[16];
 	int c, ret;
 
-	/* What the fenced incarnation left (flushes; its consumed receives
-	 * went to the program when it moved back) must not meet the next
-	 * failover: RESET (no more flushes), then the CQs emptied (bounded:
-	 * at most their size). */
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
 	ret = ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE);
@@ -239,16 +277,87 @@ int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
 		while (cqs[c] &&
 		       cqs[c]->context->ops.poll_cq(cqs[c], 16, wc) > 0)
 			;
+	mq->brts = false;
+	return ret;
+}
+
+int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
+{
+	int ret = backup_reset(mq);
+
 	if (!ret)
 		ret = backup_init(mq, mq->attr.qp_access_flags);
 	if (ret)
 		return ret;
 	mq->peer_bind.qp_bind.psn = psn;
-	mq->brts = false;
 	ret = backup_rtr(mq);
 	if (!ret && mq->rts)
 		ret = backup_rts(mq);
 	return ret;
+}
+
+int r2cc_mig_backup_park(struct r2cc_mig_qp *mq)
+{
+	int ret = backup_reset(mq);
+
+	mq->bparked = !ret;
+	return ret;
+}
+
+int r2cc_mig_backup_make(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_mig_desc d;
+	int ret;
+
+	if (mq->bqp && mq->bparked) {
+		/* Parked since the last move back: out of RESET again */
+		ret = backup_init(mq, mq->attr.qp_access_flags);
+		if (ret)
+			return ret;
+		mq->bparked = false;
+		mq->bpsn = r2cc_psn_random();
+		return 0;
+	}
+	if (mq->bqp)
+		return 0;
+	memset(&d, 0, sizeof(d));
+	d.attr = &mq->attr;
+	d.rail = mq->rail;
+	d.backup_rail = mq->backup_rail;
+	d.backup_ctx = mq->bctx;
+	d.backup_pd = mq->bpd;
+	if (!d.backup_ctx || !d.backup_pd)
+		return ENODEV;
+	ret = make_backup(mq, &d, false);
+	if (ret) {
+		drop_backup(mq);
+		return ret;
+	}
+	mq->brts = false;
+	if (mq->slot)
+		atomic_store(&mq->slot->backup_qpn, mq->bqp->qp_num);
+	return 0;
+}
+
+int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn)
+{
+	int ret;
+
+	mq->peer_bind.qp_bind.backup.qpn = qpn;
+	mq->peer_bind.qp_bind.psn = psn;
+	ret = backup_rtr(mq);
+	if (!ret && mq->rts)
+		ret = backup_rts(mq);
+	return ret;
+}
+
+void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq)
+{
+	drop_backup(mq);
+	mq->bparked = false;
+	mq->brts = false;
+	if (mq->slot)
+		atomic_store(&mq->slot->backup_qpn, 0);
 }
 
 /* No backup for @mq after all (mq lock held): passthrough from now on. */
@@ -329,10 +438,6 @@ static void got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m)
 				ps.mrs[j--] = ps.mrs[--ps.nmrs];
 }
 
-static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
-static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
-static void drop_backup(struct r2cc_mig_qp *mq);
-
 /*
  * Do both ends' backups sit on the same rail (each end's placement chose
  * alone)? If not, the end with the lower (GID, QPN) keeps its choice and
@@ -345,7 +450,7 @@ static void drop_backup(struct r2cc_mig_qp *mq);
 static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 {
 	int rail = m->qp_bind.rail, c = memcmp(mq->gid, mq->dest_gid, 16);
-	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED;
+	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED, had;
 	struct r2cc_mig_desc d;
 	int ret;
 
@@ -374,23 +479,29 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 		unprotected(mq, "the peer's backup rail is not usable here");
 		return false;
 	}
+	had = mq->bqp != NULL; /* (lazy: none to remake) */
 	drop_backup(mq);
 	ret = read_gids(mq, &d);
-	if (!ret)
-		ret = make_backup(mq, &d);
+	if (!ret && had)
+		ret = make_backup(mq, &d, true);
+	else if (!ret)
+		ring_channel(&d, true); /* for the backup a failover makes */
 	if (ret) {
 		drop_backup(mq);
 		unprotected(mq, "no backup on the peer's backup rail");
 		return false;
 	}
-	r2cc_info("QP %#x: backup moved from rail %d to rail %d, the peer's",
-		  mq->qpn, mq->backup_rail, rail);
+	r2cc_info("QP %#x: backup rail %d, not %d: the peer's", mq->qpn,
+		  mq->backup_rail, rail);
 	mq->backup_rail = rail;
+	mq->bctx = d.backup_ctx;
+	mq->bpd = d.backup_pd;
 	mq->bind_sent = false;
 	mq->brts = false;
 	if (mq->slot) {
 		atomic_store(&mq->slot->backup_rail, rail);
-		atomic_store(&mq->slot->backup_qpn, mq->bqp->qp_num);
+		atomic_store(&mq->slot->backup_qpn,
+			     mq->bqp ? mq->bqp->qp_num : 0);
 	}
 	return true;
 }
@@ -533,6 +644,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	ps.failback_hold_ms = cfg->failback_hold_ms;
 	ps.detect_ms = cfg->detect_ms;
 	ps.keepalive_ms = cfg->keepalive ? cfg->keepalive_ms : 0;
+	ps.lazy = cfg->backup == R2CC_BACKUP_LAZY;
 	if (!ps.mrs)
 		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
 	if (!ps.early)
@@ -666,11 +778,14 @@ static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 }
 
 /*
- * The completion channel of the backups' CQs on @d's rail (ps.lock held),
- * made with the first: a completion there rings the program's channel
- * (failover.c). NULL: none (backups without events).
+ * The completion channel of the backups' CQs on @d's rail, made with the
+ * first when @make (ps.lock held): a completion there rings the program's
+ * channel (failover.c). A lazy QP's backup, made at its failover without
+ * ps.lock, takes the one its protection made. NULL: none (backups without
+ * events).
  */
-static struct ibv_comp_channel *ring_channel(const struct r2cc_mig_desc *d)
+static struct ibv_comp_channel *ring_channel(const struct r2cc_mig_desc *d,
+					     bool make)
 {
 	struct ibv_comp_channel *ch;
 	int fl;
@@ -678,8 +793,9 @@ static struct ibv_comp_channel *ring_channel(const struct r2cc_mig_desc *d)
 	if (d->backup_rail < 0 || d->backup_rail >= R2CC_HEALTH_RAILS ||
 	    !ps.v.create_comp_channel || !ps.v.destroy_comp_channel)
 		return NULL;
-	if (ps.ring_ch[d->backup_rail])
-		return ps.ring_ch[d->backup_rail];
+	ch = __atomic_load_n(&ps.ring_ch[d->backup_rail], __ATOMIC_ACQUIRE);
+	if (ch || !make)
+		return ch;
 	ch = ps.v.create_comp_channel(d->backup_ctx);
 	if (!ch)
 		return NULL;
@@ -691,12 +807,14 @@ static struct ibv_comp_channel *ring_channel(const struct r2cc_mig_desc *d)
 		ps.v.destroy_comp_channel(ch);
 		return NULL;
 	}
-	ps.ring_ch[d->backup_rail] = ch;
+	__atomic_store_n(&ps.ring_ch[d->backup_rail], ch, __ATOMIC_RELEASE);
 	return ch;
 }
 
-/* The backup: its CQ(s) and an RC QP on the shadow PD, RESET -> INIT. */
-static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
+/* The backup: its CQ(s) and an RC QP on the shadow PD, RESET -> INIT
+ * (@locked: ps.lock held, its rail's ring channel may be made). */
+static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
+		       bool locked)
 {
 	struct ibv_qp_init_attr ia;
 
@@ -705,7 +823,7 @@ static int make_backup(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 	int scqe = 2 * (int)mq->cap.max_send_wr + 1,
 	    rcqe = 2 * (int)mq->cap.max_recv_wr + 1;
 
-	struct ibv_comp_channel *ch = ring_channel(d);
+	struct ibv_comp_channel *ch = ring_channel(d, locked);
 
 	mq->bscq = ps.v.create_cq(d->backup_ctx,
 				  mq->rcq != mq->scq ? scqe : scqe + rcqe, mq,
@@ -808,7 +926,16 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		mq->logging = false;
 		goto out;
 	}
-	ret = make_backup(mq, d);
+	mq->bctx = d->backup_ctx;
+	mq->bpd = d->backup_pd;
+	/* Lazy: the backup is made at a failover (an SRQ's QPs share a
+	 * backup SRQ made now: theirs are eager). */
+	if (ps.lazy && !mq->srq) {
+		ring_channel(d, true); /* for the backup a failover makes */
+		ret = 0;
+	} else {
+		ret = make_backup(mq, d, true);
+	}
 	if (ret) {
 		r2cc_warn("QP %#x: no backup QP on rail %d (%s): unprotected",
 			  mq->qpn, d->backup_rail, strerror(ret));
@@ -818,7 +945,8 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	}
 	if (mq->slot) {
 		atomic_store(&mq->slot->backup_rail, d->backup_rail);
-		atomic_store(&mq->slot->backup_qpn, mq->bqp->qp_num);
+		atomic_store(&mq->slot->backup_qpn,
+			     mq->bqp ? mq->bqp->qp_num : 0);
 		mq->slot->peer_qpn = mq->dest_qpn;
 	}
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
@@ -860,7 +988,7 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 	ret = mtu < 0 ?
 		      mtu :
 		      r2cc_sendlog_start(mq->slog, attr->sq_psn, (uint32_t)mtu);
-	if (!ret && st == R2CC_PROT_READY)
+	if (!ret && st == R2CC_PROT_READY && mq->bqp)
 		ret = backup_rts(mq);
 	if (ret) {
 		r2cc_warn("QP %#x: no send log or backup RTS (%s): "

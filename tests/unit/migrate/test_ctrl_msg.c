@@ -133,6 +133,12 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 					     0);
 		m->failover.rq_psn = 0xabcdef;
 		m->failover.recvs = 1ULL << 40;
+		if (type == R2CC_CTRL_FAILOVER) {
+			m->failover.flags |=
+				R2CC_CTRL_FO_BACKUP | R2CC_CTRL_FO_CONNECTED;
+			m->failover.bqpn = 0x4321;
+			m->failover.bpsn = 0xfedcba;
+		}
 		break;
 	case R2CC_CTRL_FAILBACK:
 		m->failback.qpn = 0x777;
@@ -206,8 +212,8 @@ ParameterizedTestParameters(ctrl_msg, round_trip)
 		{ R2CC_CTRL_MR_KEYS, true, 4 + 256 * 24 },
 		{ R2CC_CTRL_MR_INVALIDATE, false, 4 + 3 * 4 },
 		{ R2CC_CTRL_MR_INVALIDATE, true, 4 + 256 * 4 },
-		{ R2CC_CTRL_FAILOVER, false, 20 },
-		{ R2CC_CTRL_FAILOVER_ACK, false, 20 },
+		{ R2CC_CTRL_FAILOVER, false, 28 },
+		{ R2CC_CTRL_FAILOVER_ACK, false, 28 },
 		{ R2CC_CTRL_FAILBACK, false, 12 },
 		{ R2CC_CTRL_KEEPALIVE, false, 8 },
 		{ R2CC_CTRL_PEER_DOWN, false, 4 },
@@ -389,7 +395,8 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		  R2CC_CTRL_RAIL_MGMT, -EBADMSG },
 		{ "bind mtu 0", R2CC_CTRL_QP_BIND, B(65), 1, 0, -EBADMSG },
 		{ "bind mtu 6", R2CC_CTRL_QP_BIND, B(65), 1, 6, -EBADMSG },
-		{ "bind flags", R2CC_CTRL_QP_BIND, B(66), 1, 2, -EBADMSG },
+		{ "bind flags", R2CC_CTRL_QP_BIND, B(66), 1, 4, -EBADMSG },
+		{ "bind lazy + qpn", R2CC_CTRL_QP_BIND, B(66), 1, 3, -EBADMSG },
 		{ "bind rsv", R2CC_CTRL_QP_BIND, B(67), 1, 0x80, -EBADMSG },
 		{ "mr n 257", R2CC_CTRL_MR_KEYS, B(0), 2, 257, -EBADMSG },
 		{ "mr n 65535", R2CC_CTRL_MR_KEYS, B(0), 2, 65535, -EBADMSG },
@@ -407,7 +414,15 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "fo qpn", R2CC_CTRL_FAILOVER, B(0), 4, 1U << 24, -EBADMSG },
 		{ "fo reason", R2CC_CTRL_FAILOVER, B(4), 1, R2CC_CTRL_NREASONS,
 		  -EBADMSG },
-		{ "fo flags", R2CC_CTRL_FAILOVER, B(5), 1, 5, -EBADMSG },
+		{ "fo flags", R2CC_CTRL_FAILOVER, B(5), 1, 17, -EBADMSG },
+		{ "ack conn, no backup", R2CC_CTRL_FAILOVER_ACK, B(5), 1, 9,
+		  -EBADMSG },
+		{ "fo backup qpn", R2CC_CTRL_FAILOVER, B(20), 4, 1U << 24,
+		  -EBADMSG },
+		{ "fo backup psn", R2CC_CTRL_FAILOVER, B(24), 4, 1U << 24,
+		  -EBADMSG },
+		{ "ack bqpn, no flag", R2CC_CTRL_FAILOVER_ACK, B(20), 4, 7,
+		  -EBADMSG },
 		{ "fo psn not valid", R2CC_CTRL_FAILOVER, B(5), 1, 0,
 		  -EBADMSG },
 		{ "fo rsv", R2CC_CTRL_FAILOVER, B(6), 2, 1, -EBADMSG },

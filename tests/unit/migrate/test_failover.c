@@ -11,7 +11,9 @@
  * completion-event WR never reaching the program, and two QPs on one SRQ
  * moving together: the consumed, unpolled receives left to the fenced
  * QPs, the rest re-posted on the backup SRQ in posting order; a QP
- * that cannot follow its SRQ sinks the move without being fenced.
+ * that cannot follow its SRQ sinks the move without being fenced; a lazy
+ * QP's backup made at the fence and replayed into only once both
+ * backups are connected.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@ struct fake_qp {
 	uint64_t sent[MAXW], recvd[MAXW];
 	int nsent, nrecv;
 	enum ibv_qp_state state;
+	uint32_t sq_psn; /* as the last RTS set it */
 };
 
 struct fake_cq {
@@ -41,7 +44,6 @@ struct fake_cq {
 
 static struct ibv_context ctx;
 static struct fake_qp prim, back;
-static struct fake_cq bcq;
 static uint32_t fence_rq_psn = 0x900;
 
 static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
@@ -89,6 +91,8 @@ static int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	if (mask & IBV_QP_STATE)
 		((struct fake_qp *)qp)->state = a->qp_state;
+	if (mask & IBV_QP_SQ_PSN)
+		((struct fake_qp *)qp)->sq_psn = a->sq_psn;
 	return 0;
 }
 
@@ -106,6 +110,29 @@ static int f_destroy(void *obj)
 {
 	(void)obj;
 	return 0;
+}
+
+static struct fake_cq bcq;
+static int nmade; /* backup QPs made (a lazy QP's, at its failover) */
+
+static struct ibv_cq *f_create_cq(struct ibv_context *c, int cqe, void *cqc,
+				  struct ibv_comp_channel *ch, int vec)
+{
+	(void)c;
+	(void)cqe;
+	(void)cqc;
+	(void)ch;
+	(void)vec;
+	return &bcq.cq;
+}
+
+static struct ibv_qp *f_create_qp(struct ibv_pd *pd,
+				  struct ibv_qp_init_attr *ia)
+{
+	(void)pd;
+	(void)ia;
+	nmade++;
+	return &back.qp;
 }
 
 static int f_lkey_xlate(const void *pd, int rail, uint32_t lkey, uint32_t *out)
@@ -167,6 +194,8 @@ static void start(void)
 		.query_qp = f_query_qp,
 		.destroy_qp = (int (*)(struct ibv_qp *))f_destroy,
 		.destroy_cq = (int (*)(struct ibv_cq *))f_destroy,
+		.create_cq = f_create_cq,
+		.create_qp = f_create_qp,
 		.create_srq = f_create_srq,
 		.destroy_srq = (int (*)(struct ibv_srq *))f_destroy,
 	};
@@ -519,6 +548,133 @@ static struct fake_qp prim2, back2;
 static struct fake_cq bcq2;
 static struct r2cc_mig_srq *srq;
 static struct r2cc_mig_qp *mq2;
+
+/* The module on, one lazy QP READY at RTS, no backup made yet. */
+static void setup_lazy(void)
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 8,
+				  .max_recv_wr = 8,
+				  .max_send_sge = 1,
+				  .max_recv_sge = 1 };
+	static struct ibv_pd bpd;
+	struct ibv_qp_attr a;
+
+	start();
+	ctx.ops.post_send = f_post_send;
+	ctx.ops.post_recv = f_post_recv;
+	ctx.ops.poll_cq = f_poll_cq;
+	ctx.ops.req_notify_cq = f_req_notify;
+	memset(&prim, 0, sizeof(prim));
+	memset(&back, 0, sizeof(back));
+	memset(&bcq, 0, sizeof(bcq));
+	prim.qp.context = back.qp.context = bcq.cq.context = &ctx;
+	prim.qp.qp_num = 0x11;
+	back.qp.qp_num = 0x51;
+	nmade = 0;
+	mc = r2cc_mig_cq_new(16);
+	cr_assert(mc);
+	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, NULL, NULL);
+	cr_assert(mq);
+	r2cc_mig_test_bound(mq, NULL, NULL, PEER, PEER_QPN, 0);
+	r2cc_mig_test_lazy(mq, &ctx, &bpd);
+	memset(&a, 0, sizeof(a));
+	a.path_mtu = IBV_MTU_1024;
+	a.sq_psn = 0x500;
+	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
+	cr_assert_eq(nmade, 0, "no backup before a failover");
+}
+
+/* The peer's FAILOVER naming its lazy backup (connected to ours or not) */
+static void peer_lazy_says(uint32_t rq_psn, bool connected)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILOVER;
+	m.failover.qpn = PEER_QPN;
+	m.failover.reason = R2CC_CTRL_WHY_CQ_ERROR;
+	m.failover.flags = R2CC_CTRL_FO_PSN_VALID | R2CC_CTRL_FO_BACKUP |
+			   (connected ? R2CC_CTRL_FO_CONNECTED : 0);
+	m.failover.rq_psn = rq_psn;
+	m.failover.bqpn = 0x61;
+	m.failover.bpsn = 0x700;
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+Test(failover, a_lazy_backup_is_made_at_the_fence_and_replays_once_both_connect,
+     .init = setup_lazy, .fini = teardown, .timeout = 20)
+{
+	post(1);
+	post(2);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0, "hidden");
+	cr_assert_eq(prim.state, IBV_QPS_ERR);
+	cr_assert_eq(nmade, 1, "the backup made at the fence");
+	cr_assert_eq(back.state, IBV_QPS_INIT, "not connected yet");
+	/* The peer's backup, not yet connected to ours: ours connects to
+	 * it, nothing replays into a QP that may still be in INIT. */
+	peer_lazy_says(0x500, false);
+	cr_assert_eq(back.state, IBV_QPS_RTS);
+	cr_assert_eq(back.nsent, 0, "no replay before the peer's is connected");
+	/* Now it is: the replay runs, once. */
+	peer_lazy_says(0x500, true);
+	cr_assert_eq(back.nsent, 2);
+	cr_assert_eq(back.sent[0], 1);
+	cr_assert_eq(back.sent[1], 2);
+	peer_lazy_says(0x500, true);
+	cr_assert_eq(back.nsent, 2, "a repeated FAILOVER replays nothing");
+	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x500, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	cr_assert_eq(nmade, 1);
+}
+
+Test(failover, a_lazy_peer_connected_first_lets_the_replay_run_at_once,
+     .init = setup_lazy, .fini = teardown, .timeout = 20)
+{
+	post(1);
+	/* The peer fenced first, its backup made; told, this side makes
+	 * its own, connects it and replays at once only when the peer's
+	 * is connected to ours: not yet (it could not know ours). */
+	peer_lazy_says(0x500, false);
+	cr_assert_eq(nmade, 1);
+	cr_assert_eq(prim.state, IBV_QPS_ERR);
+	cr_assert_eq(back.state, IBV_QPS_RTS);
+	cr_assert_eq(back.nsent, 0);
+	peer_lazy_says(0x500, true);
+	cr_assert_eq(back.nsent, 1);
+}
+
+Test(failover, a_lazy_backup_is_parked_after_the_move_back_and_reused,
+     .init = setup_lazy, .fini = teardown, .timeout = 20)
+{
+	uint32_t psn;
+
+	post(1);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	peer_lazy_says(0x500, true);
+	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x500, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	/* Moved back (nothing outstanding): the backup is parked, not
+	 * re-armed, and the QP is protected again. */
+	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
+	r2cc_mig_test_move_back(mq, 0x900);
+	/* The peer executed WR 1, the backup's first (its PSN random) */
+	psn = (back.sq_psn + 1) & 0xffffff;
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
+	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
+		      0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	cr_assert_eq(back.state, IBV_QPS_RESET, "parked");
+	/* The next fault takes it out of RESET: no new backup QP. */
+	post(2);
+	cr_assert_eq(primary_wc(2, IBV_WC_RETRY_EXC_ERR), 0);
+	cr_assert_eq(back.state, IBV_QPS_INIT);
+	cr_assert_eq(nmade, 1);
+	peer_lazy_says(0x900, true);
+	cr_assert_eq(back.state, IBV_QPS_RTS);
+	cr_assert_eq(back.nsent, 2, "WR 1 before, WR 2 replayed now");
+	cr_assert_eq(back.sent[1], 2);
+}
 
 static void setup_srq(void)
 {
