@@ -223,14 +223,16 @@ static void start(void)
 	unlink(secret);
 }
 
-/* The module on, and one protected QP, READY, at RTS with its send log
- * at PSN 0x500 (on @srq's, if not NULL). */
-static void setup_on(struct r2cc_mig_srq *srq)
+/* Fresh fakes and one protected QP on them (on @srq's, if not NULL),
+ * bound to backup @bqp (NULL: lazy, none yet); at RTS with its send log
+ * at PSN 0x500. */
+static void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 {
 	struct ibv_qp_cap cap = { .max_send_wr = 8,
 				  .max_recv_wr = 8,
 				  .max_send_sge = 1,
 				  .max_recv_sge = 1 };
+	static struct ibv_pd bpd;
 	struct ibv_qp_attr a;
 
 	ctx.ops.post_send = f_post_send;
@@ -243,16 +245,27 @@ static void setup_on(struct r2cc_mig_srq *srq)
 	prim.qp.context = back.qp.context = bcq.cq.context = &ctx;
 	prim.qp.qp_num = 0x11;
 	back.qp.qp_num = 0x51;
+	nmade = 0;
 	mc = r2cc_mig_cq_new(16);
 	cr_assert(mc);
 	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, srq, NULL);
 	cr_assert(mq);
 	/* What protect.c's bind would have left. */
-	r2cc_mig_test_bound(mq, &back.qp, &bcq.cq, PEER, PEER_QPN, 0x100);
+	r2cc_mig_test_bound(mq, bqp, bqp ? &bcq.cq : NULL, PEER, PEER_QPN,
+			    0x100);
+	if (!bqp)
+		r2cc_mig_test_lazy(mq, &ctx, &bpd);
 	memset(&a, 0, sizeof(a));
 	a.path_mtu = IBV_MTU_1024;
 	a.sq_psn = 0x500;
 	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
+}
+
+/* The module on, and one protected QP, READY, at RTS (on @srq's, if not
+ * NULL). */
+static void setup_on(struct r2cc_mig_srq *srq)
+{
+	qp_on(srq, &back.qp);
 	cr_assert_eq(back.state, IBV_QPS_RTS, "the backup follows to RTS");
 }
 
@@ -552,35 +565,8 @@ static struct r2cc_mig_qp *mq2;
 /* The module on, one lazy QP READY at RTS, no backup made yet. */
 static void setup_lazy(void)
 {
-	struct ibv_qp_cap cap = { .max_send_wr = 8,
-				  .max_recv_wr = 8,
-				  .max_send_sge = 1,
-				  .max_recv_sge = 1 };
-	static struct ibv_pd bpd;
-	struct ibv_qp_attr a;
-
 	start();
-	ctx.ops.post_send = f_post_send;
-	ctx.ops.post_recv = f_post_recv;
-	ctx.ops.poll_cq = f_poll_cq;
-	ctx.ops.req_notify_cq = f_req_notify;
-	memset(&prim, 0, sizeof(prim));
-	memset(&back, 0, sizeof(back));
-	memset(&bcq, 0, sizeof(bcq));
-	prim.qp.context = back.qp.context = bcq.cq.context = &ctx;
-	prim.qp.qp_num = 0x11;
-	back.qp.qp_num = 0x51;
-	nmade = 0;
-	mc = r2cc_mig_cq_new(16);
-	cr_assert(mc);
-	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, NULL, NULL);
-	cr_assert(mq);
-	r2cc_mig_test_bound(mq, NULL, NULL, PEER, PEER_QPN, 0);
-	r2cc_mig_test_lazy(mq, &ctx, &bpd);
-	memset(&a, 0, sizeof(a));
-	a.path_mtu = IBV_MTU_1024;
-	a.sq_psn = 0x500;
-	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
+	qp_on(NULL, NULL);
 	cr_assert_eq(nmade, 0, "no backup before a failover");
 }
 
