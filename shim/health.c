@@ -32,6 +32,17 @@ static void on_async(int fd, void *arg)
 		else if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
 			r2cc_health_report(rail, R2CC_RAIL_DOWN,
 					   R2CC_CAUSE_PORT_EVENT);
+		else if (ev.event_type == IBV_EVENT_CQ_ERR)
+			/* A backup's CQ overran: the provider dropped a
+			 * completion (a program would hang on it) */
+			r2cc_err("rail %d: a backup CQ overran: a completion "
+				 "was lost",
+				 rail);
+		else if (ev.event_type == IBV_EVENT_QP_FATAL ||
+			 ev.event_type == IBV_EVENT_QP_REQ_ERR ||
+			 ev.event_type == IBV_EVENT_QP_ACCESS_ERR)
+			r2cc_warn("rail %d: backup QP %#x: async event %d",
+				  rail, ev.element.qp->qp_num, ev.event_type);
 		r2cc_real.ibv_ack_async_event(&ev);
 	}
 }
