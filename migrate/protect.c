@@ -172,6 +172,17 @@ static int backup_rts(struct r2cc_mig_qp *mq)
 	return ret;
 }
 
+/* The backup RTR towards the peer's (peer_bind), and RTS when the
+ * program's QP is there (mq lock held). */
+static int backup_connect(struct r2cc_mig_qp *mq)
+{
+	int ret = backup_rtr(mq);
+
+	if (!ret && mq->rts)
+		ret = backup_rts(mq);
+	return ret;
+}
+
 /* Both halves known: connect the backup (mq lock held). Lazy ends (no
  * backup QP) are ready as they are; a lazy end bound to an eager one makes
  * its backup now and binds again with it, and the eager end waits for
@@ -207,9 +218,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 			  mq->qpn, mq->backup_rail);
 		return;
 	}
-	ret = backup_rtr(mq);
-	if (!ret && mq->rts)
-		ret = backup_rts(mq);
+	ret = backup_connect(mq);
 	if (ret) {
 		r2cc_warn("QP %#x: backup QP %#x on rail %d not connected: "
 			  "%s; unprotected",
@@ -290,10 +299,7 @@ int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
 	if (ret)
 		return ret;
 	mq->peer_bind.qp_bind.psn = psn;
-	ret = backup_rtr(mq);
-	if (!ret && mq->rts)
-		ret = backup_rts(mq);
-	return ret;
+	return backup_connect(mq);
 }
 
 int r2cc_mig_backup_park(struct r2cc_mig_qp *mq)
@@ -341,14 +347,9 @@ int r2cc_mig_backup_make(struct r2cc_mig_qp *mq)
 
 int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn)
 {
-	int ret;
-
 	mq->peer_bind.qp_bind.backup.qpn = qpn;
 	mq->peer_bind.qp_bind.psn = psn;
-	ret = backup_rtr(mq);
-	if (!ret && mq->rts)
-		ret = backup_rts(mq);
-	return ret;
+	return backup_connect(mq);
 }
 
 void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq)
