@@ -1211,6 +1211,15 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
 		move_done(mq);
 }
 
+/* A failover that cannot start (nothing fenced, nothing hidden yet): the
+ * QP runs passthrough, what it sees is native (lock held). */
+static void no_move(struct r2cc_mig_qp *mq)
+{
+	mq->logging = false;
+	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+}
+
 /*
  * A lazy QP's backup, made at its failover (lock held), and connected
  * when the peer's FAILOVER named its own. False: none could be made (the
@@ -1227,9 +1236,7 @@ static bool lazy_backup(struct r2cc_mig_qp *mq)
 	if (ret) {
 		r2cc_err("QP %#x: no backup QP on rail %d (%s): no move",
 			 mq->qpn, mq->backup_rail, strerror(ret));
-		mq->logging = false;
-		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
-		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+		no_move(mq);
 		return false;
 	}
 	mq->lz.made = true;
@@ -1278,9 +1285,7 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 		 * the program sees the native error. */
 		r2cc_err("QP %#x: fence failed (%s): no move", mq->qpn,
 			 strerror(ret));
-		mq->logging = false;
-		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
-		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+		no_move(mq);
 		return;
 	}
 	mq->fenced = true;
