@@ -258,6 +258,20 @@ static struct peer *peer_get(uint64_t id)
 
 static void res_end(int r, uint64_t peer);
 
+/* Another open connection to @peer than @i, or -1. Two processes that
+ * resolve each other at once each dial the other: both channels open, and
+ * the peer stays reachable while either does. */
+static int other_open(uint64_t peer, int i)
+{
+	int j;
+
+	for (j = 0; j < MAX_CONNS; j++)
+		if (j != i && cs.conns[j].role == C_OPEN &&
+		    cs.conns[j].peer == peer)
+			return j;
+	return -1;
+}
+
 static void conn_close(int i)
 {
 	struct conn *c = &cs.conns[i];
@@ -269,7 +283,7 @@ static void conn_close(int i)
 	close(c->fd);
 	p = c->role == C_OPEN ? peer_find(c->peer) : NULL;
 	if (p && p->conn == i)
-		p->conn = -1;
+		p->conn = other_open(p->id, i);
 	if (c->res >= 0 && c->role != C_OPEN)
 		res_end(c->res, 0);
 	c->role = C_FREE;
@@ -764,12 +778,18 @@ int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m)
 
 	pthread_mutex_lock(&cs.lock);
 	p = cs.running ? peer_find(peer) : NULL;
-	if (p && p->conn >= 0) {
+	/* A connection that fails the write is closed; the frame goes out
+	 * on another one open to the peer, if any. */
+	while (p && p->conn >= 0) {
+		int i = p->conn;
+
 		m->hdr.receiver = peer;
 		m->hdr.seq = ++cs.seq;
-		ret = conn_write(p->conn, m);
-		if (ret == -EIO)
-			conn_close(p->conn);
+		ret = conn_write(i, m);
+		if (ret != -EIO)
+			break;
+		conn_close(i);
+		ret = -ENOTCONN;
 	}
 	pthread_mutex_unlock(&cs.lock);
 	return ret;

@@ -71,9 +71,10 @@ int r2cc_chan_addrs(struct r2cc_ctrl_addr *out, int max, uint16_t port);
 int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie);
 /**
  * r2cc_chan_send() - send @m to @peer (header ids and seq are set here)
- * Blocking for at most R2CC_CHAN_STEP_MS. Return: 0, -ENOTCONN (no open
- * channel to @peer), -EINVAL (encode) or -EIO (the send failed; the
- * channel is closed and a reconnection tried).
+ * on one of the connections open to @peer; one whose send fails is closed
+ * and the next one tried. Blocking for at most R2CC_CHAN_STEP_MS per
+ * connection. Return: 0, -ENOTCONN (no open connection to @peer, or the
+ * send failed on each) or -EINVAL (encode).
  */
 int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m);
 /* Frames received by outcome, and connections by outcome. */

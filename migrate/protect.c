@@ -376,6 +376,21 @@ static void unprotected(struct r2cc_mig_qp *mq, const char *why)
 			mq->qpn, why);
 }
 
+/* Send our bind; a QP whose bind cannot go out stays unprotected. */
+static void bind_or_give_up(struct r2cc_mig_qp *mq)
+{
+	char why[96];
+	int ret = send_bind(mq);
+
+	if (!ret)
+		return;
+	snprintf(why, sizeof(why),
+		 "its bind could not be sent to the peer (%s)",
+		 ret == -ENOTCONN ? "no open control connection" :
+				    strerror(-ret));
+	unprotected(mq, why);
+}
+
 /* ---- channel hooks (the channel thread, no channel lock held) ---- */
 
 static void on_resolved(uint64_t cookie, uint64_t peer)
@@ -397,8 +412,8 @@ static void on_resolved(uint64_t cookie, uint64_t peer)
 		goto out;
 	}
 	mq->peer = peer;
-	if (!mq->bind_sent && send_bind(mq))
-		unprotected(mq, "the control channel failed");
+	if (!mq->bind_sent)
+		bind_or_give_up(mq);
 	try_ready(mq);
 out:
 	pthread_mutex_unlock(&mq->lock);
@@ -529,8 +544,8 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		mq->bind_got = true;
 	}
 	/* Ours goes out either way: the peer learns our rail from it. */
-	if (mq->state == R2CC_PROT_BINDING && !mq->bind_sent && send_bind(mq))
-		unprotected(mq, "the control channel failed");
+	if (mq->state == R2CC_PROT_BINDING && !mq->bind_sent)
+		bind_or_give_up(mq);
 	if (ok)
 		try_ready(mq);
 }

@@ -3,14 +3,19 @@
  * test_chan.c - the control channel over loopback TCP: a process resolves
  * a (GID, QPN) through its node's rendezvous port, opens a direct channel
  * after HELLO, and exchanges authenticated frames; a wrong key or a GID
- * nobody owns ends the resolve with no peer, in bounded time.
+ * nobody owns ends the resolve with no peer, in bounded time. A peer with
+ * two connections open (both processes dialled) stays reachable when one
+ * of them closes.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,15 +95,23 @@ static uint16_t port(void)
 	return (uint16_t)(20000 + getpid() % 20000);
 }
 
-static void start(void)
+/* The job key every test process shares (self 0: frames to anyone). */
+static struct r2cc_ctrl_key job_key(void)
 {
-	struct r2cc_chan_cfg cfg = { .port = port(), .pref_if = "" };
 	struct r2cc_ctrl_key key;
 	uint8_t secret[32];
 
-	r2cc_log_set_level(R2CC_LOG_DEBUG);
 	memset(secret, 0x5a, sizeof(secret));
 	cr_assert_eq(r2cc_ctrl_key_derive(&key, secret, sizeof(secret), 9), 0);
+	return key;
+}
+
+static void start(void)
+{
+	struct r2cc_chan_cfg cfg = { .port = port(), .pref_if = "" };
+	struct r2cc_ctrl_key key = job_key();
+
+	r2cc_log_set_level(R2CC_LOG_DEBUG);
 	cr_assert_eq(r2cc_chan_start(&cfg, &key, &hooks), 0);
 	cr_assert(r2cc_chan_running());
 	cr_assert_neq(r2cc_chan_self(), 0);
@@ -201,4 +214,85 @@ Test(chan, watched_fd_is_served_until_stop)
 	cr_assert_eq(write(p[1], "z", 1), 1);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* One whole frame from @fd within 10 s, decoded into @m. */
+static void read_frame(int fd, const struct r2cc_ctrl_key *key,
+		       struct r2cc_ctrl_msg *m)
+{
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	size_t have = 0;
+	int flen;
+
+	while ((flen = r2cc_ctrl_frame_len(buf, have)) == -EAGAIN ||
+	       (flen > 0 && have < (size_t)flen)) {
+		ssize_t n;
+
+		cr_assert_eq(poll(&p, 1, 10000), 1, "no frame within 10 s");
+		/* byte by byte: the next frame stays in the socket */
+		n = read(fd, buf + have, 1);
+		cr_assert_eq(n, 1);
+		have++;
+	}
+	cr_assert_gt(flen, 0);
+	cr_assert_eq(r2cc_ctrl_decode(key, buf, have, m), 0);
+}
+
+/* A peer (@id) dialling our direct port: its HELLO, then our answer. */
+static int fake_peer(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(r2cc_chan_port()),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_msg m;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), len;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_HELLO;
+	m.hdr.sender = id;
+	m.hdr.receiver = r2cc_chan_self();
+	m.hdr.seq = seq;
+	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
+	m.hello.pid = (uint32_t)getpid();
+	len = r2cc_ctrl_encode(key, &m, buf, sizeof(buf));
+	cr_assert_gt(len, 0);
+	cr_assert_eq(write(fd, buf, (size_t)len), len);
+	read_frame(fd, key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	return fd;
+}
+
+Test(chan, peer_stays_reachable_while_one_connection_is_open)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000f00dULL;
+	struct r2cc_ctrl_msg m;
+	int fd1, fd2, i;
+
+	start();
+	/* Two connections from the peer (it dialled twice, or each side
+	 * dialled the other), the newer one closed by the peer. */
+	fd1 = fake_peer(&key, id, 1);
+	fd2 = fake_peer(&key, id, 2);
+	close(fd2);
+	usleep(200 * 1000);
+	for (i = 0; i < 4; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_KEEPALIVE;
+		m.keepalive_ns = 100 + (uint64_t)i;
+		cr_assert_eq(r2cc_chan_send(id, &m), 0, "send %d: peer lost",
+			     i);
+		usleep(50 * 1000);
+	}
+	for (i = 0; i < 4; i++) {
+		read_frame(fd1, &key, &m);
+		cr_assert_eq(m.hdr.type, R2CC_CTRL_KEEPALIVE);
+		cr_assert_eq(m.keepalive_ns, 100 + (uint64_t)i);
+	}
+	close(fd1);
+	r2cc_chan_stop();
 }
