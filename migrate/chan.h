@@ -27,8 +27,6 @@ struct r2cc_chan_hooks {
 	 * pid, owner, naddr, addr: the owner's direct port). */
 	void (*lookup)(const struct r2cc_ctrl_qp_ref *q,
 		       struct r2cc_ctrl_lookup_reply *r);
-	/* Every path to @peer failed: its connections are unprotected. */
-	void (*on_peer_lost)(uint64_t peer);
 	/* Every tick of the thread (about 200 ms; may be NULL). */
 	void (*on_tick)(void);
 };

@@ -615,11 +615,6 @@ static void lookup(const struct r2cc_ctrl_qp_ref *q,
 	r->found = 1;
 }
 
-static void on_peer_lost(uint64_t peer)
-{
-	(void)peer; /* failover over another path: not yet */
-}
-
 /* ---- API ---- */
 
 int r2cc_mig_start(const struct r2cc_config *cfg,
@@ -631,7 +626,6 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		.on_msg = on_msg,
 		.on_resolved = on_resolved,
 		.lookup = lookup,
-		.on_peer_lost = on_peer_lost,
 		.on_tick = r2cc_mig_tick,
 	};
 	struct r2cc_chan_cfg cc = {

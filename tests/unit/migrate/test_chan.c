@@ -65,13 +65,7 @@ static void lookup(const struct r2cc_ctrl_qp_ref *q,
 	memcpy(r->addr[0].addr, "\x7f\0\0\x01", 4);
 }
 
-static void on_peer_lost(uint64_t peer)
-{
-	(void)peer;
-}
-
-static const struct r2cc_chan_hooks hooks = { on_msg, on_resolved, lookup,
-					      on_peer_lost };
+static const struct r2cc_chan_hooks hooks = { on_msg, on_resolved, lookup };
 
 /* Wait until *@v reaches @n, at most 10 s. */
 static bool wait_for(int *v, int n)
