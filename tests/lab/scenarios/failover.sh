@@ -88,7 +88,7 @@ gen_fo() {
 	log=$LAB/$NODE.$name.log
 	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
 	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
-	R2CC="$R2CC${FO_ENV:+ $FO_ENV}"
+	R2CC="$R2CC R2CC_DETECT_MS=2000${FO_ENV:+ $FO_ENV}"
 	[ "$NODE" = "$fnode" ] && fault_midrun "$name" "$@"
 	ctl_wait "$name" migrated
 	pair "$name" ok 150 18600 "$R2CC $GEN${GEN_X:+ $GEN_X} -i 1" \
@@ -145,11 +145,12 @@ gen_fo() {
 }
 
 STALL=10
-# --timeout 16 (268 ms, 7 tries: about 2 s), as in ctl: with the
-# generator's default (14: 67 ms) a guest starved of CPU under TCG for half
-# a second used up the retries of QPs still binding (unprotected) in the
-# first second of a case that follows a fault (fo.blackhole, fo.cut: no
-# fault applied yet); a black hole still shows well within the limit.
+# --timeout 16 (268 ms, 7 tries: about 2 s) and R2CC_DETECT_MS=2000 (which
+# keeps it: r2cc lowers a QP's timeout to fit its detection bound, 500 ms
+# and 67 ms by default), as in ctl: with 67 ms, rail 0 silent for half a
+# second at the start of a case that follows a fault (fo.blackhole,
+# fo.cut, fo.idlehole: no fault applied yet) failed QPs still binding,
+# unprotected; a black hole still shows well within the stall limit.
 GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --timeout 16 --stall-limit $STALL"
 # Carrier down on node b's rail 0 (port event there; a learns from b).
 gen_fo fo.carrier b fault_carrier 0 down
