@@ -461,10 +461,12 @@ prog_fo fo.pingpong 8 "$PP" "$PP"
 SP="ibv_srq_pingpong -d $(rail_ibdev 0) -g 1 -n 20000 -s 1024 -q 8"
 prog_fo fo.srq_pingpong 8 "$SP" "$SP"
 # perftest: the write_bw and read_bw servers never move their QP past RTR
-# (r2cc protects from RTR on); -D 20 with the kill 10 s in.
+# (r2cc protects from RTR on); -D 20 with the kill 10 s in. A run whose
+# report alone failed (perftest's clock calibration under TCG, after the
+# traffic) counts as finished: a rerun would start on the dead rail.
 PT=$REPO/tests/lab/lib/perftest-retry
 for t in write send read; do
-	BW="$PT ib_${t}_bw -d $(rail_ibdev 0) -x 1 -D 20"
+	BW="PERFTEST_REPORT=optional $PT ib_${t}_bw -d $(rail_ibdev 0) -x 1 -D 20"
 	prog_fo "fo.ib_${t}_bw" 10 "$BW" "$BW"
 done
 
