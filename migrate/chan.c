@@ -196,12 +196,9 @@ static int listen_on(uint16_t port, bool shared, uint16_t *bound)
 
 static void sock_opts(int fd)
 {
-	struct timeval tv = { .tv_sec = R2CC_CHAN_STEP_MS / 1000,
-			      .tv_usec = (R2CC_CHAN_STEP_MS % 1000) * 1000 };
 	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 static int conn_new(int fd, enum conn_role role, int res)
@@ -321,11 +318,25 @@ static int conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role,
 	return i;
 }
 
-/* Encode and write one frame; the lock is held. */
+/* Room in @fd's send buffer by @end_ns (now_ns()), or false. */
+static bool wait_writable(int fd, uint64_t end_ns)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	uint64_t now = now_ns();
+
+	if (now >= end_ns)
+		return false;
+	return poll(&p, 1, (int)((end_ns - now + 999999) / 1000000)) > 0;
+}
+
+/* Encode and write one frame; the lock is held. The sockets do not block:
+ * a full send buffer (a burst of failovers, a peer slow to read) is
+ * waited out, for R2CC_CHAN_STEP_MS at most, not taken for a dead peer. */
 static int conn_write(int i, struct r2cc_ctrl_msg *m)
 {
 	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
 	struct conn *c = &cs.conns[i];
+	uint64_t end = now_ns() + R2CC_CHAN_STEP_MS * 1000000ULL;
 	size_t off = 0;
 	int len;
 
@@ -338,6 +349,9 @@ static int conn_write(int i, struct r2cc_ctrl_msg *m)
 				 MSG_NOSIGNAL);
 
 		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+		    wait_writable(c->fd, end))
 			continue;
 		if (n <= 0) {
 			cs.st.send_fail++;

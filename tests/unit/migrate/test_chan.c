@@ -210,31 +210,40 @@ Test(chan, watched_fd_is_served_until_stop)
 	close(p[1]);
 }
 
-/* One whole frame from @fd within 10 s, decoded into @m. */
+/* One whole frame from @fd within 10 s, decoded into @m: 0 or -1 (no
+ * assertion: test threads use it too). */
+static int get_frame(int fd, const struct r2cc_ctrl_key *key,
+		     struct r2cc_ctrl_msg *m)
+{
+	uint8_t *buf = malloc(R2CC_CTRL_FRAME_MAX);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	size_t have = 0;
+	int flen = -EAGAIN, ret = -1;
+
+	while (buf && ((flen = r2cc_ctrl_frame_len(buf, have)) == -EAGAIN ||
+		       (flen > 0 && have < (size_t)flen))) {
+		/* byte by byte: the next frame stays in the socket */
+		if (poll(&p, 1, 10000) != 1 || read(fd, buf + have, 1) != 1)
+			goto out;
+		have++;
+	}
+	if (buf && flen > 0 && !r2cc_ctrl_decode(key, buf, have, m))
+		ret = 0;
+out:
+	free(buf);
+	return ret;
+}
+
 static void read_frame(int fd, const struct r2cc_ctrl_key *key,
 		       struct r2cc_ctrl_msg *m)
 {
-	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	size_t have = 0;
-	int flen;
-
-	while ((flen = r2cc_ctrl_frame_len(buf, have)) == -EAGAIN ||
-	       (flen > 0 && have < (size_t)flen)) {
-		ssize_t n;
-
-		cr_assert_eq(poll(&p, 1, 10000), 1, "no frame within 10 s");
-		/* byte by byte: the next frame stays in the socket */
-		n = read(fd, buf + have, 1);
-		cr_assert_eq(n, 1);
-		have++;
-	}
-	cr_assert_gt(flen, 0);
-	cr_assert_eq(r2cc_ctrl_decode(key, buf, have, m), 0);
+	cr_assert_eq(get_frame(fd, key, m), 0, "no whole frame within 10 s");
 }
 
-/* A peer (@id) dialling our direct port: its HELLO, then our answer. */
-static int fake_peer(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq)
+/* A peer (@id) dialling our direct port: its HELLO, then our answer;
+ * @rcvbuf: its receive buffer (0: the default). */
+static int fake_peer_buf(const struct r2cc_ctrl_key *key, uint64_t id,
+			 uint64_t seq, int rcvbuf)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons(r2cc_chan_port()),
@@ -244,6 +253,10 @@ static int fake_peer(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq)
 	int fd = socket(AF_INET, SOCK_STREAM, 0), len;
 
 	cr_assert_geq(fd, 0);
+	if (rcvbuf)
+		cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+					sizeof(rcvbuf)),
+			     0);
 	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_HELLO;
@@ -258,6 +271,11 @@ static int fake_peer(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq)
 	read_frame(fd, key, &m);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
 	return fd;
+}
+
+static int fake_peer(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq)
+{
+	return fake_peer_buf(key, id, seq, 0);
 }
 
 Test(chan, peer_stays_reachable_while_one_connection_is_open)
@@ -288,5 +306,78 @@ Test(chan, peer_stays_reachable_while_one_connection_is_open)
 		cr_assert_eq(m.keepalive_ns, 100 + (uint64_t)i);
 	}
 	close(fd1);
+	r2cc_chan_stop();
+}
+
+struct late_reader {
+	int fd, want, got;
+	struct r2cc_ctrl_key key;
+};
+
+/* Starts reading 300 ms late, then takes every frame it expects, in
+ * order (reads in bulk: megabytes of frames). */
+static void *read_late(void *arg)
+{
+	const size_t size = 1 << 20;
+	struct late_reader *r = arg;
+	uint8_t *buf = malloc(size);
+	struct pollfd p = { .fd = r->fd, .events = POLLIN };
+	size_t have = 0, off = 0;
+	struct r2cc_ctrl_msg m;
+	int flen;
+
+	usleep(300 * 1000);
+	while (buf && r->got < r->want) {
+		ssize_t n;
+
+		while ((flen = r2cc_ctrl_frame_len(buf + off, have - off)) >
+			       0 &&
+		       have - off >= (size_t)flen) {
+			if (r2cc_ctrl_decode(&r->key, buf + off, (size_t)flen,
+					     &m) ||
+			    m.hdr.type != R2CC_CTRL_KEEPALIVE ||
+			    m.keepalive_ns != (uint64_t)r->got)
+				goto out;
+			r->got++;
+			off += (size_t)flen;
+		}
+		memmove(buf, buf + off, have - off);
+		have -= off;
+		off = 0;
+		if (r->got == r->want || poll(&p, 1, 10000) != 1)
+			break;
+		n = read(r->fd, buf + have, size - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+out:
+	free(buf);
+	return NULL;
+}
+
+Test(chan, full_send_buffer_is_waited_out)
+{
+	struct late_reader r = { .want = 100000, .key = job_key() };
+	const uint64_t id = 0x5eed0000beefULL;
+	struct r2cc_ctrl_msg m;
+	pthread_t t;
+	int i;
+
+	start();
+	/* A peer that reads nothing for 300 ms through a small window:
+	 * the channel's send buffer (4 MiB at most, autotuned) fills long
+	 * before 100000 frames (about 7 MiB). */
+	r.fd = fake_peer_buf(&r.key, id, 1, 2048);
+	cr_assert_eq(pthread_create(&t, NULL, read_late, &r), 0);
+	for (i = 0; i < r.want; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_KEEPALIVE;
+		m.keepalive_ns = (uint64_t)i;
+		cr_assert_eq(r2cc_chan_send(id, &m), 0, "send %d failed", i);
+	}
+	pthread_join(t, NULL);
+	cr_assert_eq(r.got, r.want, "%d of %d frames, in order", r.got, r.want);
+	close(r.fd);
 	r2cc_chan_stop();
 }
