@@ -336,7 +336,7 @@ static int conn_write(int i, struct r2cc_ctrl_msg *m)
 {
 	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
 	struct conn *c = &cs.conns[i];
-	uint64_t end = now_ns() + R2CC_CHAN_STEP_MS * 1000000ULL;
+	uint64_t end = 0; /* set at the first full buffer */
 	size_t off = 0;
 	int len;
 
@@ -350,9 +350,12 @@ static int conn_write(int i, struct r2cc_ctrl_msg *m)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-		    wait_writable(c->fd, end))
-			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!end)
+				end = now_ns() + R2CC_CHAN_STEP_MS * 1000000ULL;
+			if (wait_writable(c->fd, end))
+				continue;
+		}
 		if (n <= 0) {
 			cs.st.send_fail++;
 			return -EIO;
