@@ -29,6 +29,9 @@
 #define MAX_RES 1024
 #define TICK_MS 200
 #define MAX_WATCH 16
+/* LOOKUPs a resolve may send, each on a fresh connection, while the
+ * rendezvous accepts them and answers none (see conn_close()) */
+#define LOOKUP_TRIES 3
 
 enum conn_role {
 	C_FREE,
@@ -62,6 +65,7 @@ struct peer {
 
 struct res {
 	bool used, started;
+	int tries; /* rendezvous connections dialled */
 	uint64_t cookie;
 	struct r2cc_ctrl_qp_ref q;
 	uint64_t owner;
@@ -281,8 +285,17 @@ static void conn_close(int i)
 	p = c->role == C_OPEN ? peer_find(c->peer) : NULL;
 	if (p && p->conn == i)
 		p->conn = other_open(p->id, i);
-	if (c->res >= 0 && c->role != C_OPEN)
+	if (c->res >= 0 && c->role == C_LOOKUP && !c->connecting &&
+	    cs.res[c->res].tries < LOOKUP_TRIES) {
+		/* Connected and asked, and no answer: the listener that took
+		 * it belongs to a process that serves no more (one stuck
+		 * exiting keeps its place in the port's SO_REUSEPORT group).
+		 * A fresh connection is likely another listener's: ask again
+		 * (expire() dials it). */
+		cs.res[c->res].started = false;
+	} else if (c->res >= 0 && c->role != C_OPEN) {
 		res_end(c->res, 0);
+	}
 	c->role = C_FREE;
 	c->fd = -1;
 }
@@ -410,6 +423,7 @@ static void res_start(int r)
 	static const uint8_t v4map[12] = { [10] = 0xff, [11] = 0xff };
 
 	x->started = true;
+	x->tries++;
 	if (memcmp(x->q.gid, v4map, sizeof(v4map))) {
 		r2cc_info("QP %#x: peer GID is not IPv4-mapped RoCE: "
 			  "no control channel",

@@ -63,7 +63,10 @@ int r2cc_chan_addrs(struct r2cc_ctrl_addr *out, int max, uint16_t port);
 /**
  * r2cc_chan_resolve() - find the process owning (@q->gid, @q->qpn) and
  * open a channel to it; hooks->on_resolved(@cookie, ...) tells the end,
- * within 3 steps of R2CC_CHAN_STEP_MS.
+ * each step bounded by R2CC_CHAN_STEP_MS: the LOOKUP (asked again, up to
+ * 3 times, on a fresh connection when the rendezvous takes it and never
+ * answers), then a HELLO to each of the owner's addresses until one
+ * opens.
  * Return: 0 (queued), -ENOTCONN (not running) or -ENOMEM.
  */
 int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie);

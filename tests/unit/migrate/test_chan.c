@@ -5,7 +5,8 @@
  * after HELLO, and exchanges authenticated frames; a wrong key or a GID
  * nobody owns ends the resolve with no peer, in bounded time. A peer with
  * two connections open (both processes dialled) stays reachable when one
- * of them closes.
+ * of them closes. A LOOKUP the rendezvous took and never answered is
+ * asked again on a fresh connection.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -169,6 +170,57 @@ Test(chan, unreachable_rendezvous_is_bounded)
 	cr_assert_eq(r2cc_chan_resolve(&q, 6), 0);
 	cr_assert(wait_for(&resolved, 1), "unbounded resolve");
 	cr_assert_eq(got_peer, 0);
+	r2cc_chan_stop();
+}
+
+/* A listener that takes one connection and never answers it, then goes
+ * away: a process stuck exiting, still in the rendezvous port's group. */
+struct mute {
+	int lfd, cfd;
+};
+
+static void *mute_rendezvous(void *arg)
+{
+	struct mute *m = arg;
+	struct pollfd p = { .fd = m->lfd, .events = POLLIN };
+
+	if (poll(&p, 1, 10000) == 1)
+		m->cfd = accept(m->lfd, NULL, NULL);
+	close(m->lfd);
+	return NULL;
+}
+
+Test(chan, unanswered_lookup_is_asked_again_on_a_fresh_connection,
+     .timeout = 30)
+{
+	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(port()) };
+	struct mute m = { .cfd = -1 };
+	int one = 1;
+	pthread_t t;
+
+	start();
+	/* Bound to 127.0.0.2 itself, it takes that address's connections
+	 * before the channel's own (wildcard) rendezvous listener. */
+	memcpy(&sin.sin_addr, "\x7f\0\0\x02", 4);
+	m.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(m.lfd, 0);
+	setsockopt(m.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(m.lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	cr_assert_eq(bind(m.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(listen(m.lfd, 4), 0);
+	cr_assert_eq(pthread_create(&t, NULL, mute_rendezvous, &m), 0);
+	memcpy(q.gid + 12, "\x7f\0\0\x02", 4);
+	cr_assert_eq(r2cc_chan_resolve(&q, 43), 0);
+	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
+	pthread_join(t, NULL);
+	cr_assert_geq(m.cfd, 0, "the first LOOKUP went to the mute listener");
+	cr_assert_eq(got_cookie, 43);
+	cr_assert_eq(got_peer, r2cc_chan_self(),
+		     "asked again, the node's own rendezvous answered");
+	cr_assert_geq(lookups, 1);
+	close(m.cfd);
 	r2cc_chan_stop();
 }
 
