@@ -32,6 +32,7 @@
 #define MAX_PEER_MRS 4096
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
 #define MAX_EARLY 256
+#define MAX_NODES 256 /* peer nodes whose r2cc is remembered */
 
 /* A program CQ that protected QPs complete on. */
 struct r2cc_mig_cq {
@@ -226,8 +227,20 @@ struct r2cc_mig_state {
 	/* Per backup rail: the channel of its backups' CQs, served by the
 	 * control thread (r2cc_mig_ring_ready()). */
 	struct ibv_comp_channel *ring_ch[R2CC_HEALTH_RAILS];
+	/* What the control plane last learned of each peer node (by GID):
+	 * does r2cc run there? A ring; r2cc_mig_peer_runs() reads it. */
+	struct node_seen {
+		uint8_t gid[16];
+		bool r2cc;
+	} nodes[MAX_NODES];
+	unsigned int nnodes;
+	pthread_cond_t peer_cv; /* with lock: a QP's peer became known */
 };
 extern struct r2cc_mig_state ps;
+
+/* The channel's hook: r2cc_chan_resolve() for the QP of @cookie ended
+ * (@peer 0: no owner). */
+void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer);
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
 /* failover.c: the channel's tick: fences that waited too long give up */

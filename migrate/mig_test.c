@@ -3,6 +3,7 @@
  * mig_test.c - the test seams of mig_test.h (built into the unit test only).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "mig_int.h"
 #include "mig_test.h"
@@ -99,4 +100,19 @@ void r2cc_mig_test_state(struct r2cc_mig_qp *mq, uint32_t st)
 	pthread_mutex_lock(&mq->lock);
 	r2cc_mig_set_state(mq, st);
 	pthread_mutex_unlock(&mq->lock);
+}
+
+void r2cc_mig_test_binding(struct r2cc_mig_qp *mq, const uint8_t gid[16])
+{
+	pthread_mutex_lock(&mq->lock);
+	memcpy(mq->dest_gid, gid, 16);
+	mq->peer = 0;
+	mq->bind_sent = true;
+	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
+	pthread_mutex_unlock(&mq->lock);
+}
+
+void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer)
+{
+	r2cc_mig_on_resolved(mq->cookie, peer);
 }

@@ -35,6 +35,11 @@ void r2cc_mig_test_srq_bound(struct r2cc_mig_srq *s, struct ibv_srq *bsrq,
 			     int rail);
 /* @mq cannot be protected any more (as when its peer has no r2cc). */
 void r2cc_mig_test_unprotect(struct r2cc_mig_qp *mq);
+/* @mq binding to a peer on the node of @gid, its bind sent, the peer not
+ * known yet (what r2cc_mig_protect() leaves while its resolve runs). */
+void r2cc_mig_test_binding(struct r2cc_mig_qp *mq, const uint8_t gid[16]);
+/* @mq's resolve ended: @peer owns its peer QP (0: no r2cc there). */
+void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer);
 /* @mq's protection state is @st (enum r2cc_prot_state). */
 void r2cc_mig_test_state(struct r2cc_mig_qp *mq, uint32_t st);
 /* The control thread's SRQ sweep, under the module lock. */

@@ -17,7 +17,8 @@
 #include "probe.h"
 
 struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
-			     .mr_lock = PTHREAD_RWLOCK_INITIALIZER };
+			     .mr_lock = PTHREAD_RWLOCK_INITIALIZER,
+			     .peer_cv = PTHREAD_COND_INITIALIZER };
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
 {
@@ -391,9 +392,35 @@ static void bind_or_give_up(struct r2cc_mig_qp *mq)
 	unprotected(mq, why);
 }
 
+/* ---- what each peer node runs ---- */
+
+static struct node_seen *node_find(const uint8_t gid[16])
+{
+	unsigned int i, n = ps.nnodes < MAX_NODES ? ps.nnodes : MAX_NODES;
+
+	for (i = 0; i < n; i++)
+		if (!memcmp(ps.nodes[i].gid, gid, 16))
+			return &ps.nodes[i];
+	return NULL;
+}
+
+/* The control plane learned whether @gid's node runs r2cc (ps.lock held):
+ * remember it (the latest word wins) and wake r2cc_mig_peer_runs(). */
+static void node_seen(const uint8_t gid[16], bool r2cc)
+{
+	struct node_seen *n = node_find(gid);
+
+	if (!n) {
+		n = &ps.nodes[ps.nnodes++ % MAX_NODES];
+		memcpy(n->gid, gid, 16);
+	}
+	n->r2cc = r2cc;
+	pthread_cond_broadcast(&ps.peer_cv);
+}
+
 /* ---- channel hooks (the channel thread, no channel lock held) ---- */
 
-static void on_resolved(uint64_t cookie, uint64_t peer)
+void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 {
 	struct r2cc_mig_qp *mq;
 
@@ -406,6 +433,7 @@ static void on_resolved(uint64_t cookie, uint64_t peer)
 	pthread_mutex_lock(&mq->lock);
 	if (mq->state != R2CC_PROT_BINDING)
 		goto out;
+	node_seen(mq->dest_gid, peer != 0);
 	if (!peer) {
 		unprotected(mq, "the peer runs no r2cc, or its control "
 				"channel is unreachable");
@@ -538,6 +566,7 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		mq->peer = peer;
 	if (mq->peer != peer)
 		return; /* a bind from another process: not this QP's peer */
+	node_seen(mq->dest_gid, true);
 	ok = agree_rail(mq, m);
 	if (ok) {
 		mq->peer_bind = *m;
@@ -624,7 +653,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 {
 	static const struct r2cc_chan_hooks hooks = {
 		.on_msg = on_msg,
-		.on_resolved = on_resolved,
+		.on_resolved = r2cc_mig_on_resolved,
 		.lookup = lookup,
 		.on_tick = r2cc_mig_tick,
 	};
@@ -969,6 +998,51 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 out:
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
+}
+
+bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms)
+{
+	uint64_t now = r2cc_mig_now_ns(), end = now + ms * 1000000ULL;
+	bool yes = false, known = false;
+
+	if (!mq)
+		return false;
+	pthread_mutex_lock(&ps.lock);
+	for (;;) {
+		const struct node_seen *n;
+		uint32_t st;
+		struct timespec ts;
+		uint64_t until;
+
+		pthread_mutex_lock(&mq->lock);
+		st = atomic_load(&mq->state);
+		if (!mq->logging || st == R2CC_PROT_NONE ||
+		    st == R2CC_PROT_FAILED) {
+			known = true;
+		} else if (mq->peer || st != R2CC_PROT_BINDING) {
+			known = yes = true;
+		} else if ((n = node_find(mq->dest_gid))) {
+			known = true;
+			yes = n->r2cc;
+		}
+		pthread_mutex_unlock(&mq->lock);
+		now = r2cc_mig_now_ns();
+		if (known || now >= end)
+			break;
+		/* In slices: a QP given up without the module lock (the
+		 * data path's failures) wakes nobody. */
+		until = now + 20000000ULL < end ? now + 20000000ULL : end;
+		ts.tv_sec = (time_t)(until / 1000000000ULL);
+		ts.tv_nsec = (long)(until % 1000000000ULL);
+		pthread_cond_clockwait(&ps.peer_cv, &ps.lock, CLOCK_MONOTONIC,
+				       &ts);
+	}
+	pthread_mutex_unlock(&ps.lock);
+	if (!known)
+		r2cc_info("QP %#x: whether its peer runs r2cc is not known "
+			  "after %u ms: its ACK timeout is left as set",
+			  mq->qpn, ms);
+	return yes;
 }
 
 int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)

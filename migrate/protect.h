@@ -133,6 +133,22 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 /* The QP reached RTR: make its backup and bind it to the peer's
  * (asynchronously, bounded). Failures leave it unprotected (logged). */
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+/* How long r2cc_mig_peer_runs() waits at most: 3 steps of
+ * R2CC_CHAN_STEP_MS (a LOOKUP and a HELLO, with one to spare); a control
+ * plane slower than that leaves the QP's timeout as the program set it. */
+#define R2CC_MIG_PEER_WAIT_MS 6000
+/**
+ * r2cc_mig_peer_runs() - may @mq's ACK timeout be lowered? (the program's
+ * thread, moving its QP to RTS)
+ * @ms: how long to wait for the control plane's answer at most
+ * True when @mq is being protected and its peer runs r2cc, or, while its
+ * bind is under way, its peer's node ran r2cc the last time the control
+ * plane learned of it. Only for a node not heard of yet does it wait (its
+ * first QP's resolve, started at RTR: a round trip or two). False for a
+ * QP that is not protected: without a failover, a shorter timeout only
+ * makes it more fragile than the program asked.
+ */
+bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms);
 /**
  * r2cc_mig_rts() - the program's QP reached RTS
  * @attr: its attributes, merged (sq_psn, timeout, retry_cnt, ...)

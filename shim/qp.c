@@ -223,12 +223,14 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		attr_merge(q, attr, mask);
 		return r2cc_qp_rts(q);
 	}
-	if (q && q->mig && (mask & (IBV_QP_RETRY_CNT | IBV_QP_TIMEOUT))) {
+	if (q && q->mig && (mask & (IBV_QP_RETRY_CNT | IBV_QP_TIMEOUT)) &&
+	    r2cc_mig_peer_runs(q->mig, R2CC_MIG_PEER_WAIT_MS)) {
 		/* A protected QP must find a black hole fast, and at all: rxe
 		 * (and any HCA following the spec's 3 bits literally) retries
 		 * 7 times forever, so 6; and its ACK timeout is lowered so
 		 * that its tries end within R2CC_DETECT_MS (0, no timeout,
-		 * too). The program still reads what it set. */
+		 * too). The program still reads what it set. Not for a QP
+		 * whose peer runs no r2cc: nothing would fail it over. */
 		struct ibv_qp_attr a = *attr;
 		unsigned int tries;
 		int t;
@@ -239,6 +241,10 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		t = r2cc_rc_timeout_for(r2cc_shim.cfg.detect_ms, tries);
 		if ((mask & IBV_QP_TIMEOUT) && (!a.timeout || a.timeout > t))
 			a.timeout = (uint8_t)t;
+		r2cc_dbg("QP %#x: retry_cnt %u, ACK timeout %u for its "
+			 "failover (the program's: %u, %u)",
+			 qp->qp_num, a.retry_cnt, a.timeout, attr->retry_cnt,
+			 attr->timeout);
 		ret = r2cc_real.ibv_modify_qp(qp, &a, mask);
 	} else {
 		ret = r2cc_real.ibv_modify_qp(qp, attr, mask);

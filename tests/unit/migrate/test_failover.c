@@ -16,6 +16,7 @@
  * backups are connected.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -842,4 +843,101 @@ Test(failover, a_qp_that_cannot_follow_its_srq_is_not_fenced_for_it,
 	srq_post(101);
 	cr_assert_eq(psrq.n, 2, "posts go on to the program's SRQ");
 	cr_assert_eq(bsrq.n, 0);
+}
+
+/* ---- may a QP's ACK timeout be lowered (r2cc_mig_peer_runs)? ---- */
+
+static const uint8_t gid_a[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 1 };
+static const uint8_t gid_b[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 2 };
+static const uint8_t gid_c[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 3 };
+static struct fake_qp nodeq[5];
+static struct r2cc_mig_qp *nodemq[5];
+
+/* QP @i binding to a peer on @gid's node */
+static struct r2cc_mig_qp *binding_qp(int i, const uint8_t gid[16])
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 8,
+				  .max_recv_wr = 8,
+				  .max_send_sge = 1,
+				  .max_recv_sge = 1 };
+
+	memset(&nodeq[i], 0, sizeof(nodeq[i]));
+	nodeq[i].qp.context = &ctx;
+	nodeq[i].qp.qp_num = 0x60 + (uint32_t)i;
+	nodemq[i] =
+		r2cc_mig_qp_new(&nodeq[i].qp, &cap, false, mc, mc, NULL, NULL);
+	cr_assert(nodemq[i]);
+	r2cc_mig_test_binding(nodemq[i], gid);
+	return nodemq[i];
+}
+
+struct later {
+	struct r2cc_mig_qp *mq;
+	uint64_t peer;
+};
+
+/* The control thread's resolve ends 200 ms from now. */
+static void *resolve_later(void *arg)
+{
+	struct later *l = arg;
+
+	usleep(200000);
+	r2cc_mig_test_resolved(l->mq, l->peer);
+	return NULL;
+}
+
+static void setup_nodes(void)
+{
+	start();
+	mc = r2cc_mig_cq_new(16);
+	cr_assert(mc);
+}
+
+static void teardown_nodes(void)
+{
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		if (!nodemq[i])
+			continue;
+		r2cc_mig_release(nodemq[i]);
+		r2cc_mig_test_free(nodemq[i]);
+		nodemq[i] = NULL;
+	}
+	r2cc_mig_cq_free(mc);
+	r2cc_mig_stop();
+}
+
+Test(failover, the_timeout_is_lowered_only_for_a_peer_that_runs_r2cc,
+     .init = setup_nodes, .fini = teardown_nodes, .timeout = 30)
+{
+	struct later l;
+	pthread_t t;
+
+	/* The first QP to a node waits for its own resolve (still under
+	 * way at RTS) and learns that the peer runs r2cc. */
+	l.mq = binding_qp(0, gid_a);
+	l.peer = PEER;
+	cr_assert_eq(pthread_create(&t, NULL, resolve_later, &l), 0);
+	cr_assert(r2cc_mig_peer_runs(l.mq, 10000), "waited for the resolve");
+	pthread_join(t, NULL);
+	/* The next QP to that node needs no wait: its node ran r2cc (with
+	 * no resolve ever ending, waiting would answer false). */
+	cr_assert(r2cc_mig_peer_runs(binding_qp(1, gid_a), 10000));
+
+	/* A node without r2cc: its first QP learns it, the next one to it
+	 * is not lowered and does not wait (the test's own bound). */
+	l.mq = binding_qp(2, gid_b);
+	l.peer = 0;
+	cr_assert_eq(pthread_create(&t, NULL, resolve_later, &l), 0);
+	cr_assert_not(r2cc_mig_peer_runs(l.mq, 10000));
+	pthread_join(t, NULL);
+	cr_assert_eq(r2cc_mig_state(l.mq), R2CC_PROT_NONE, "unprotected");
+	cr_assert_not(r2cc_mig_peer_runs(binding_qp(3, gid_b), 60000));
+
+	/* No answer within the bound: left as the program set it. */
+	cr_assert_not(r2cc_mig_peer_runs(binding_qp(4, gid_c), 100));
+	/* An unprotected QP never, whatever its node. */
+	r2cc_mig_test_unprotect(nodemq[1]);
+	cr_assert_not(r2cc_mig_peer_runs(nodemq[1], 100));
 }
