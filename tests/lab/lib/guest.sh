@@ -131,10 +131,26 @@ pair() {
 
 # ---- fault primitives, by rail number -------------------------------------
 
-# fault_carrier RAIL down|up: carrier change inside this guest (rxe raises a
-# port event).
+# fault_carrier RAIL down|up: this node's rail NIC loses (regains) its
+# carrier, by QEMU's `set_link` from the host: a pulled cable. The guest's
+# netdev stays administratively up and rxe raises a port event. Not `ip
+# link set down`: rxe frees the skbs still in the virtio transmit ring at
+# the next `ip link set up`, and if their QPs were destroyed meanwhile
+# (the case's programs ended) the guest oopses in rxe_skb_tx_dtor.
+# Returns once the guest's netdev shows it (5 s at most).
 fault_carrier() {
-	ip link set dev "$(rail_dev "$1")" "$2"
+	local off=$LAB/$NODE.carrier-off i=0
+	if [ "$2" = down ]; then
+		host_link "$NODE" "$1" off || return 1
+		echo "$1" >> "$off"
+	else
+		host_link "$NODE" "$1" on || return 1
+		[ -e "$off" ] && sed -i "/^$1\$/d" "$off"
+	fi
+	while [ "$(operstate "$1")" != "$2" ] && [ $((i++)) -lt 50 ]; do
+		sleep 0.1
+	done
+	return 0
 }
 
 # fault_blackhole RAIL: every packet this node sends on the rail is dropped;
@@ -154,11 +170,11 @@ fault_loss() {
 # "down 2 up 3 down 2 up 0" (state, then seconds to hold it).
 # Sets FLAP_PID; the schedule ends with the link in its last state.
 fault_flap() {
-	local dev; dev=$(rail_dev "$1")
+	local rail=$1
 	(
 		set -- $2
 		while [ $# -ge 2 ]; do
-			ip link set dev "$dev" "$1"
+			fault_carrier "$rail" "$1"
 			echo "$(date +%s.%N) $1" >> "$LAB/$NODE.flap.log"
 			sleep "$2"
 			shift 2
@@ -191,6 +207,7 @@ fault_clear() {
 	FLAP_PID=
 	tc qdisc del dev "$dev" root 2>/dev/null
 	ip link set dev "$dev" up
+	grep -qsx "$1" "$LAB/$NODE.carrier-off" && fault_carrier "$1" up
 }
 
 # wait_port_active RAIL [SECONDS]: the rxe port is ACTIVE again.
