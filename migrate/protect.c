@@ -241,22 +241,6 @@ bool r2cc_mig_covers(const struct r2cc_mig_qp *mq)
 	return mq && mq->logging && (mq->fenced || mq->on_backup);
 }
 
-bool r2cc_mig_rail_covered(int rail)
-{
-	struct r2cc_mig_qp *mq;
-	bool yes = false;
-
-	pthread_mutex_lock(&ps.lock);
-	for (mq = ps.qps; mq && !yes; mq = mq->next) {
-		uint32_t st = atomic_load(&mq->state);
-
-		yes = mq->rail == rail && mq->logging &&
-		      (st == R2CC_PROT_READY || st == R2CC_PROT_MIGRATED);
-	}
-	pthread_mutex_unlock(&ps.lock);
-	return yes;
-}
-
 void r2cc_mig_rail_loads(uint32_t *n, int nrail)
 {
 	struct r2cc_mig_qp *mq;

@@ -170,9 +170,8 @@ void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
  * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
 /* Is @mq on its backup or being moved (its own QP's async events are
- * r2cc's)? Does r2cc protect QPs whose primary is on @rail? */
+ * r2cc's)? */
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq);
-bool r2cc_mig_rail_covered(int rail);
 /* Add to @n[r], for each rail r < @nrail, this process's protected QPs
  * whose backup is on r: placement's load. */
 void r2cc_mig_rail_loads(uint32_t *n, int nrail);

@@ -272,9 +272,33 @@ int r2cc_qp_rts(struct r2cc_qp *q)
 	return ret;
 }
 
+/* The connected QPs of one context: may r2cc move each off its port? */
+struct ctx_cover {
+	const struct r2cc_ctx *c;
+	bool movable; /* one it can (ready), or did (moved) */
+	bool stuck; /* one it cannot: the port is the program's business */
+};
+
+static void cover_visit(void *val, void *arg)
+{
+	const struct r2cc_qp *q = val;
+	struct ctx_cover *k = arg;
+	uint32_t st;
+
+	if (q->ctx != k->c || (q->attr.qp_state != IBV_QPS_RTR &&
+			       q->attr.qp_state != IBV_QPS_RTS))
+		return;
+	st = q->mig ? r2cc_mig_state(q->mig) : R2CC_PROT_NONE;
+	if (st == R2CC_PROT_READY || st == R2CC_PROT_MIGRATED)
+		k->movable = true;
+	else
+		k->stuck = true;
+}
+
 bool r2cc_async_hidden(struct ibv_context *ctx,
 		       const struct ibv_async_event *ev)
 {
+	struct ctx_cover k = { 0 };
 	struct r2cc_ctx *c;
 	struct r2cc_qp *q;
 
@@ -298,8 +322,13 @@ bool r2cc_async_hidden(struct ibv_context *ctx,
 	case IBV_EVENT_GID_CHANGE:
 	case IBV_EVENT_SM_CHANGE:
 	case IBV_EVENT_CLIENT_REREGISTER:
-		c = r2cc_lookup(ctx, R2CC_OBJ_CTX);
-		return c && c->rail >= 0 && r2cc_mig_rail_covered(c->rail);
+		/* r2cc's, while it can move every QP the program has
+		 * connected on this context off the port (a QP it cannot
+		 * move needs the program to hear of its port). */
+		k.c = c = r2cc_lookup(ctx, R2CC_OBJ_CTX);
+		if (c)
+			r2cc_map_for_each(&r2cc_shim.qpn, cover_visit, &k);
+		return k.movable && !k.stuck;
 	default:
 		return false; /* CQ, SRQ, WQ and device events: the program's */
 	}

@@ -59,6 +59,7 @@ struct gen_opts {
 	double linger; /* seconds to keep the QPs after the summary line */
 	double pause_at, pause_for; /* no new work in [t0 + at, + for) */
 	int srq; /* the QPs share one SRQ */
+	int ud; /* a UD QP in RTS beside them (--ud) */
 };
 
 struct gen_stats {
@@ -123,6 +124,7 @@ struct gen {
 	struct ibv_comp_channel *ch; /* owned */
 	struct ibv_cq *cq; /* owned */
 	struct ibv_srq *srq; /* owned, with --srq */
+	struct ibv_qp *ud; /* owned, with --ud */
 	uint32_t *srq_gen; /* owned: each SRQ slot's current post */
 	struct ibv_mr *mr; /* owned */
 	uint8_t *mem; /* owned */

@@ -51,6 +51,10 @@ static const char usage_text[] =
 	"                         both sides the same)\n"
 	"      --srq              this side's QPs share one SRQ (each side\n"
 	"                         chooses for itself)\n"
+	"      --ud               also bring a UD QP to RTS on the same device\n"
+	"                         context (it carries nothing): a QP r2cc\n"
+	"                         cannot move, so the port's async events\n"
+	"                         stay the program's\n"
 	"  -h, --help             this text\n"
 	"The client's -q, -t, -n, -s and --seed rule: the server adopts them.\n"
 	"Each side prints at the end: r2cc-gen: role=ROLE qps=Q ops=N\n"
@@ -140,7 +144,8 @@ enum {
 	OPT_LINGER,
 	OPT_PAUSE_AT,
 	OPT_PAUSE_FOR,
-	OPT_SRQ
+	OPT_SRQ,
+	OPT_UD
 };
 
 /* Numeric options: range and where the value goes (type i, u, U or d). */
@@ -186,6 +191,7 @@ static const struct option longopts[] = {
 	{ "pause-at", required_argument, NULL, OPT_PAUSE_AT },
 	{ "pause-for", required_argument, NULL, OPT_PAUSE_FOR },
 	{ "srq", no_argument, NULL, OPT_SRQ },
+	{ "ud", no_argument, NULL, OPT_UD },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -238,6 +244,10 @@ static void parse(int argc, char **argv, struct gen_opts *o)
 		}
 		if (ch == OPT_SRQ) {
 			o->srq = 1;
+			continue;
+		}
+		if (ch == OPT_UD) {
+			o->ud = 1;
 			continue;
 		}
 		for (i = 0; i < sizeof(numopts) / sizeof(numopts[0]); i++)

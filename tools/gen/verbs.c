@@ -238,6 +238,36 @@ static int to_rts(struct gen *g, struct gen_qp *q)
 }
 
 /* Every QP to RTS once the peer's half is known (gen_oob_exchange). */
+/* --ud: a UD QP in RTS on the RC QPs' context and CQ; it posts nothing. */
+static int ud_qp(struct gen *g)
+{
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_UD,
+				       .send_cq = g->cq,
+				       .recv_cq = g->cq,
+				       .cap = { .max_send_wr = 1,
+						.max_recv_wr = 1,
+						.max_send_sge = 1,
+						.max_recv_sge = 1 } };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+				 .port_num = GEN_IB_PORT,
+				 .qkey = 0x72326363 };
+	int ret;
+
+	g->ud = ibv_create_qp(g->pd, &ia);
+	if (!g->ud)
+		return errno ? errno : ENOMEM;
+	ret = ibv_modify_qp(g->ud, &a,
+			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				    IBV_QP_QKEY);
+	a.qp_state = IBV_QPS_RTR;
+	if (!ret)
+		ret = ibv_modify_qp(g->ud, &a, IBV_QP_STATE);
+	a.qp_state = IBV_QPS_RTS;
+	if (!ret)
+		ret = ibv_modify_qp(g->ud, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	return ret;
+}
+
 int gen_verbs_connect(struct gen *g)
 {
 	int i, ret;
@@ -254,7 +284,7 @@ int gen_verbs_connect(struct gen *g)
 		if (ret)
 			return -ret;
 	}
-	return 0;
+	return g->o.ud ? -ud_qp(g) : 0;
 }
 
 /* An SRQ receive into slot @s (QP s / GEN_CREDITS's buffer slots), its
@@ -420,6 +450,8 @@ void gen_verbs_close(struct gen *g)
 	for (i = 0; g->qp && i < g->o.qps; i++)
 		if (g->qp[i].qp)
 			ibv_destroy_qp(g->qp[i].qp);
+	if (g->ud)
+		ibv_destroy_qp(g->ud);
 	if (g->srq)
 		ibv_destroy_srq(g->srq);
 	if (g->cq && g->cq_events)
