@@ -31,10 +31,12 @@ fault_after() {
 			sleep 0.1
 		done
 		sleep "$delay"
-		# the time just before the fault: what a failover is timed from
+		# the time just before the fault: what a failover is timed
+		# from (a carrier change's own, FAULT_T, when it gives one)
 		t=$(date +%s.%N)
+		FAULT_T=
 		"$@"
-		echo "$t" > "$LAB/$name.fault"
+		echo "${FAULT_T:-$t}" > "$LAB/$name.fault"
 		log "$name: fault applied: $*"
 	) &
 	FAULT_PID=$!

@@ -137,20 +137,28 @@ pair() {
 # link set down`: rxe frees the skbs still in the virtio transmit ring at
 # the next `ip link set up`, and if their QPs were destroyed meanwhile
 # (the case's programs ended) the guest oopses in rxe_skb_tx_dtor.
-# Returns once the guest's netdev shows it (5 s at most).
+# Returns once the guest's netdev shows it (5 s at most), CARRIER_T set to
+# the last moment it still showed the old state: the host's round trip is
+# not the fault's (the guest sees QEMU's change within milliseconds).
+# FAULT_T, when empty, is set to it too (fault_after: the first change of
+# a fault is what a failover is timed from).
 fault_carrier() {
-	local off=$LAB/$NODE.carrier-off i=0
-	if [ "$2" = down ]; then
-		host_link "$NODE" "$1" off || return 1
-		echo "$1" >> "$off"
-	else
-		host_link "$NODE" "$1" on || return 1
-		[ -e "$off" ] && sed -i "/^$1\$/d" "$off"
-	fi
-	while [ "$(operstate "$1")" != "$2" ] && [ $((i++)) -lt 50 ]; do
-		sleep 0.1
+	local off=$LAB/$NODE.carrier-off st t hl rc i=0
+	local f=/sys/class/net/$(rail_dev "$1")/operstate
+	host_link "$NODE" "$1" "$([ "$2" = down ] && echo off || echo on)" &
+	hl=$!
+	CARRIER_T=$EPOCHREALTIME
+	while t=$EPOCHREALTIME && read -r st < "$f" && [ "$st" != "$2" ] &&
+		[ $((i++)) -lt 500 ]; do
+		CARRIER_T=$t
+		sleep 0.005
 	done
-	return 0
+	FAULT_T=${FAULT_T:-$CARRIER_T}
+	wait "$hl"
+	rc=$?
+	[ "$2" = down ] && [ $rc = 0 ] && echo "$1" >> "$off"
+	[ "$2" = up ] && [ -e "$off" ] && sed -i "/^$1\$/d" "$off"
+	return $rc
 }
 
 # fault_blackhole RAIL: every packet this node sends on the rail is dropped;
@@ -167,15 +175,21 @@ fault_loss() {
 }
 
 # fault_flap RAIL SCHEDULE: carrier changes in the background, e.g.
-# "down 2 up 3 down 2 up 0" (state, then seconds to hold it).
-# Sets FLAP_PID; the schedule ends with the link in its last state.
+# "down 2 up 3 down 2 up 0" (state, then seconds to hold it): the first
+# change before it returns, the rest in the background. Sets FLAP_PID; the
+# schedule ends with the link in its last state.
 fault_flap() {
 	local rail=$1
+	set -- $2
+	# the first change now (FAULT_T: the fault's time), the rest after
+	fault_carrier "$rail" "$1"
+	echo "$CARRIER_T $1" >> "$LAB/$NODE.flap.log"
 	(
-		set -- $2
+		sleep "$2"
+		shift 2
 		while [ $# -ge 2 ]; do
 			fault_carrier "$rail" "$1"
-			echo "$(date +%s.%N) $1" >> "$LAB/$NODE.flap.log"
+			echo "$CARRIER_T $1" >> "$LAB/$NODE.flap.log"
 			sleep "$2"
 			shift 2
 		done

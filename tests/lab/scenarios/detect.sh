@@ -16,8 +16,8 @@ if [ "$NODE" = b ]; then
 	rm -f "$LOGF"
 	(
 		sleep 5
-		date +%s.%N > "$LAB/b.fault.down"
 		fault_carrier 0 down
+		echo "$CARRIER_T" > "$LAB/b.fault.down"
 		sleep 1.5
 		# While rail 0 is down: what r2cc-ctl shows of the program.
 		CTL=$BUILD/tools/r2cc-ctl
@@ -26,8 +26,8 @@ if [ "$NODE" = b ]; then
 		"$CTL" metrics > "$LAB/b.ctl.metrics" 2>> "$LAB/b.ctl.err"
 		"$CTL" -j events > "$LAB/b.ctl.events.json" 2>> "$LAB/b.ctl.err"
 		sleep 1.5
-		date +%s.%N > "$LAB/b.fault.up"
 		fault_clear 0
+		echo "$CARRIER_T" > "$LAB/b.fault.up"
 	) &
 	FAULT_PID=$!
 fi

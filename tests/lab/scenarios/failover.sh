@@ -141,8 +141,18 @@ gen_fo() {
 	if grep -q 'r2cc-gen: .*FAIL at' "$LAB/$NODE.$name.out"; then
 		check fail "$name.first" "$(grep -m3 'r2cc-gen: .*FAIL at' "$LAB/$NODE.$name.out" | cut -c1-200 | tr '\n' ' ')"
 	fi
-	# the failed rail's port events were r2cc's, not the program's
-	if grep -q 'async event' "$LAB/$NODE.$name.out"; then
+	# the failed rail's port events were r2cc's, not the program's; with
+	# FO_ASYNC=EVENT the program has a QP r2cc cannot move beside the
+	# others on that device: the faulting node's program hears EVENT
+	if [ -n "$FO_ASYNC" ]; then
+		if [ "$NODE" != "$fnode" ]; then
+			:
+		elif grep -q "async event: $FO_ASYNC" "$LAB/$NODE.$name.out"; then
+			check pass "$name.async" "the program heard: $(grep -m1 "async event: $FO_ASYNC" "$LAB/$NODE.$name.out")"
+		else
+			check fail "$name.async" "no \"$FO_ASYNC\" event reached the program: $(grep -m2 'async event' "$LAB/$NODE.$name.out" | tr '\n' ' ')"
+		fi
+	elif grep -q 'async event' "$LAB/$NODE.$name.out"; then
 		check fail "$name.async" "$(grep -m2 'async event' "$LAB/$NODE.$name.out" | tr '\n' ' ')"
 	else
 		check pass "$name.async" "no async event reached the program"
@@ -179,15 +189,24 @@ gen_fo fo.carrier b fault_carrier 0 down
 [ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
 barrier fo.carrier.cleared 60
 
+# A QP r2cc cannot move beside those it can, on the same device context (a
+# UD QP: r2cc-gen --ud): the port's events are the program's again (b's
+# generator hears rail 0's port error), and the RC QPs still fail over
+# with every byte verified.
+FO_ASYNC="port error" GEN_X=--ud gen_fo fo.mixed b fault_carrier 0 down
+[ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
+barrier fo.mixed.cleared 60
+
 # Black hole on node a's egress (no event anywhere): b's requests time out
 # (protected QPs retry 6 times, not rxe's endless 7), a's replies too.
 gen_fo fo.blackhole a fault_blackhole 0
 [ "$NODE" = a ] && fault_clear 0
 barrier fo.blackhole.cleared 60
 
-# One-sided cut: QEMU drops node a's rail-0 link; b sees a black hole.
-gen_fo fo.cut a host_link a 0 off
-[ "$NODE" = a ] && { host_link a 0 on; wait_port_active 0 30; }
+# One-sided cut: QEMU drops node a's rail-0 link (a's carrier, fo.carrier
+# on the other node); b sees a black hole.
+gen_fo fo.cut a fault_carrier 0 down
+[ "$NODE" = a ] && { fault_clear 0; wait_port_active 0 30; }
 barrier fo.cut.cleared 60
 
 # Flap on node b: down, up, down — one failover, no storm, no error.
