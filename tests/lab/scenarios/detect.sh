@@ -11,7 +11,9 @@
 SHIM=$BUILD/shim/libr2cc-shim.so
 LOGF=$LAB/b.r2cc.log
 ST=$LAB/b.detect.stats
-PP="ibv_rc_pingpong -d rxe1 -g 1 -n 8000 -s 1024"
+# Long enough to outlive the fault (up about 10 s in, each change a round
+# trip to the host): 30000 iterations take 30-60 s under TCG.
+PP="ibv_rc_pingpong -d rxe1 -g 1 -n 30000 -s 1024"
 if [ "$NODE" = b ]; then
 	rm -f "$LOGF"
 	(
