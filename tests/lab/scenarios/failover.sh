@@ -203,8 +203,10 @@ gen_fo fo.blackhole a fault_blackhole 0
 [ "$NODE" = a ] && fault_clear 0
 barrier fo.blackhole.cleared 60
 
-# One-sided cut: QEMU drops node a's rail-0 link (a's carrier, fo.carrier
-# on the other node); b sees a black hole.
+# One-sided cut, seen only by the receiving side: QEMU drops node a's
+# rail-0 link (a's carrier, fo.carrier on the other node); a runs the
+# generator's server, which the client's WRs target; the client on b
+# sees a black hole and learns of it from a.
 gen_fo fo.cut a fault_carrier 0 down
 [ "$NODE" = a ] && { fault_clear 0; wait_port_active 0 30; }
 barrier fo.cut.cleared 60
