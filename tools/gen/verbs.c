@@ -237,7 +237,6 @@ static int to_rts(struct gen *g, struct gen_qp *q)
 				     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-/* Every QP to RTS once the peer's half is known (gen_oob_exchange). */
 /* --ud: a UD QP in RTS on the RC QPs' context and CQ; it posts nothing. */
 static int ud_qp(struct gen *g)
 {
@@ -268,6 +267,7 @@ static int ud_qp(struct gen *g)
 	return ret;
 }
 
+/* Every QP to RTS once the peer's half is known (gen_oob_exchange). */
 int gen_verbs_connect(struct gen *g)
 {
 	int i, ret;

@@ -220,7 +220,6 @@ fault_clear() {
 	[ -n "$FLAP_PID" ] && kill "$FLAP_PID" 2>/dev/null
 	FLAP_PID=
 	tc qdisc del dev "$dev" root 2>/dev/null
-	ip link set dev "$dev" up
 	grep -qsx "$1" "$LAB/$NODE.carrier-off" && fault_carrier "$1" up
 }
 

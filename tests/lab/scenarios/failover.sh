@@ -5,9 +5,10 @@
 # connects on rail 0 gets a backup QP on rail 1 bound to the peer's
 # (r2cc-ctl shows it "ready") with a retry count and ACK timeout for its
 # failover; one whose peer runs no r2cc, or without a secret, runs
-# unprotected and unharmed, with the program's own. Failover: r2cc-gen verifies every byte across carrier down,
-# black hole, one-sided cut, flap and 30% loss (0 mismatches, duplicates,
-# losses, order errors, errors), r2cc-ctl shows the QPs migrated; QPs on
+# unprotected and unharmed, with the program's own. Failover: r2cc-gen
+# verifies every byte across carrier down, black hole, one-sided cut,
+# flap and 30% loss (0 mismatches, duplicates, losses, order errors,
+# errors), r2cc-ctl shows the QPs migrated; QPs on
 # an SRQ (r2cc-gen --srq) move with it, its receives once; once a
 # failed rail is back for the hold, the QPs move back to it and are
 # protected again (the per-rail timeline shows the traffic return), and
@@ -581,8 +582,9 @@ mpi_fo() {
 mpi_fo
 
 # Baseline, same run: the same carrier fault without r2cc kills the
-# generator (its stall bound) and ib_write_bw (hung until its bound). (How long the generator then takes to exit is
-# rxe's and the generator's business: gen-baseline bounds it.)
+# generator (its stall bound) and ib_write_bw (hung until its bound). (How
+# long the generator then takes to exit is rxe's and the generator's
+# business: gen-baseline bounds it.)
 [ "$NODE" = b ] && fault_midrun fo.base fault_carrier 0 down
 pair fo.base fail $((STALL + 90)) 18600 "$GEN -i 1" "$GEN -t 60 -i 1 \$SERVER"
 if [ "$NODE" = b ]; then
