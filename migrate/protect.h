@@ -170,7 +170,7 @@ void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
  * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
 /* Is @mq on its backup or being moved (its own QP's async events are
- * r2cc's)? */
+ * r2cc's, and the program's QP shows the state the program set)? */
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq);
 /* Add to @n[r], for each rail r < @nrail, this process's protected QPs
  * whose backup is on r: placement's load. */

@@ -103,6 +103,28 @@ static int rail_res(const void *pd, int rail, struct ibv_context **ctx,
 	return 0;
 }
 
+/*
+ * r2cc's own modifies and queries: on the program's QP (the fence, the PSN
+ * queries, a move back's recycle) they leave what the program reads of it;
+ * r2cc's backups get libibverbs' (their providers read qp->state).
+ */
+static int mig_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	if (r2cc_lookup(qp, R2CC_OBJ_QP))
+		return r2cc_qp_modify_unseen(qp, attr, mask,
+					     r2cc_real.ibv_modify_qp);
+	return r2cc_real.ibv_modify_qp(qp, attr, mask);
+}
+
+static int mig_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+			struct ibv_qp_init_attr *init)
+{
+	if (r2cc_lookup(qp, R2CC_OBJ_QP))
+		return r2cc_qp_query_unseen(qp, attr, mask, init,
+					    r2cc_real.ibv_query_qp);
+	return r2cc_real.ibv_query_qp(qp, attr, mask, init);
+}
+
 void r2cc_shim_protect_start(void)
 {
 	const struct r2cc_mig_env env = { .dev_of_gid = dev_of_gid,
@@ -114,10 +136,10 @@ void r2cc_shim_protect_start(void)
 		.create_cq = r2cc_real.ibv_create_cq,
 		.destroy_cq = r2cc_real.ibv_destroy_cq,
 		.create_qp = r2cc_real.ibv_create_qp,
-		.modify_qp = r2cc_real.ibv_modify_qp,
+		.modify_qp = mig_modify_qp,
 		.destroy_qp = r2cc_real.ibv_destroy_qp,
 		.query_gid = ibv_query_gid, /* not hooked: libibverbs' own */
-		.query_qp = r2cc_real.ibv_query_qp,
+		.query_qp = mig_query_qp,
 		.create_comp_channel = r2cc_real.ibv_create_comp_channel,
 		.destroy_comp_channel = r2cc_real.ibv_destroy_comp_channel,
 		.get_cq_event = r2cc_real.ibv_get_cq_event,

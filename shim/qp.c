@@ -219,9 +219,13 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	    attr->qp_state == IBV_QPS_RTS &&
 	    r2cc_mig_state(q->mig) == R2CC_PROT_MIGRATED) {
 		/* A responder that failed over at RTR: its primary is in
-		 * ERR, the backup takes the move. */
+		 * ERR, the backup takes the move; the program reads RTS, as
+		 * libibverbs would have stored it. */
 		attr_merge(q, attr, mask);
-		return r2cc_qp_rts(q);
+		ret = r2cc_qp_rts(q);
+		if (!ret)
+			qp->state = IBV_QPS_RTS;
+		return ret;
 	}
 	if (q && q->mig && (mask & (IBV_QP_RETRY_CNT | IBV_QP_TIMEOUT)) &&
 	    r2cc_mig_peer_runs(q->mig, R2CC_MIG_PEER_WAIT_MS)) {
@@ -267,18 +271,27 @@ R2CC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	int ret;
 
 	R2CC_ENTER(ibv_query_qp, ENOSYS, qp, attr, mask, init);
-	ret = r2cc_real.ibv_query_qp(qp, attr, mask, init);
-	q = ret ? NULL : r2cc_lookup(qp, R2CC_OBJ_QP);
-	/* A QP running on its backup is, for the program, still where it
-	 * put it (RTR or RTS), not in the primary's ERR. */
-	if (q && q->mig && r2cc_mig_state(q->mig) == R2CC_PROT_MIGRATED)
+	q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	if (!q || !q->mig)
+		return r2cc_real.ibv_query_qp(qp, attr, mask, init);
+	ret = r2cc_qp_query_unseen(qp, attr, mask, init,
+				   r2cc_real.ibv_query_qp);
+	if (ret)
+		return ret;
+	/* A QP r2cc fenced, or that runs on its backup, is for the program
+	 * still where it put it (RTR or RTS), not in r2cc's ERR or in a
+	 * recycle's RESET. */
+	if (r2cc_mig_covers(q->mig))
 		attr->qp_state = attr->cur_qp_state = q->attr.qp_state;
 	/* What the program set, not what r2cc lowered (ibv_modify_qp) */
-	if (q && q->mig && (q->attr_mask & IBV_QP_RETRY_CNT))
+	if (q->attr_mask & IBV_QP_RETRY_CNT)
 		attr->retry_cnt = q->attr.retry_cnt;
-	if (q && q->mig && (q->attr_mask & IBV_QP_TIMEOUT))
+	if (q->attr_mask & IBV_QP_TIMEOUT)
 		attr->timeout = q->attr.timeout;
-	return ret;
+	/* As libibverbs does, with the state the program is shown. */
+	if (mask & IBV_QP_STATE)
+		qp->state = attr->qp_state;
+	return 0;
 }
 
 R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)

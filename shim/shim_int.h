@@ -18,6 +18,7 @@
 
 #include "policy.h"
 #include "protect.h"
+#include "qp_view.h"
 #include "registry.h"
 #include "stats_int.h"
 #include "wr_record.h"

@@ -146,7 +146,7 @@ static int post_batch(struct gen *g, struct gen_qp *q)
 	/* the last WR of a batch is signaled, so every WR retires */
 	wr[n - 1].send_flags |= IBV_SEND_SIGNALED;
 	q->sig[GEN_WRID_IDX(wr[n - 1].wr_id) % GEN_SQ_DEPTH] = 1;
-	ret = gen_post_send(q, wr);
+	ret = gen_post_send(g, q, wr);
 	if (ret) {
 		gen_fail(g, &g->st.errors, "qp %u: ibv_post_send: %s", q->idx,
 			 strerror(ret));

@@ -182,7 +182,7 @@ int gen_post_recvs(struct gen *g);
 uint8_t *gen_recv_buf(struct gen *g, struct gen_qp *q, uint64_t wr_id);
 int gen_recv_again(struct gen *g, struct gen_qp *q, uint64_t wr_id);
 struct gen_qp *gen_qp_of(struct gen *g, const struct ibv_wc *wc);
-int gen_post_send(struct gen_qp *q, struct ibv_send_wr *wr);
+int gen_post_send(struct gen *g, struct gen_qp *q, struct ibv_send_wr *wr);
 
 /* client.c, server.c */
 int gen_client_busy(const struct gen *g, char *what, size_t n);

@@ -168,7 +168,7 @@ static int send_credit(struct gen *g, struct gen_qp *q)
 	if (GEN_HDR_LEN <= g->lim.max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	wr.wr_id = GEN_WRID(0, q->idx, idx);
-	ret = gen_post_send(q, &wr);
+	ret = gen_post_send(g, q, &wr);
 	if (ret) {
 		gen_fail(g, &g->st.errors, "qp %u: ibv_post_send: %s", q->idx,
 			 strerror(ret));

@@ -343,12 +343,22 @@ static int post_rq(struct gen *g, struct gen_qp *q)
 	return 0;
 }
 
-/* Post @wr (a list) on @q, counting the WRs the provider took. Returns
- * ibv_post_send()'s value. */
-int gen_post_send(struct gen_qp *q, struct ibv_send_wr *wr)
+/*
+ * Post @wr (a list) on @q, counting the WRs the provider took. A program
+ * may read its QP's state without a call (UCX's rc_verbs asserts RTS
+ * before each post): it must say RTS whatever moved underneath. Returns
+ * ibv_post_send()'s value.
+ */
+int gen_post_send(struct gen *g, struct gen_qp *q, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad = NULL, *w;
-	int ret = ibv_post_send(q->qp, wr, &bad), i;
+	int ret, i;
+
+	if (q->qp->state != IBV_QPS_RTS)
+		gen_fail(g, &g->st.errors,
+			 "qp %u: qp->state is %d before a post, not RTS (%d)",
+			 q->idx, (int)q->qp->state, (int)IBV_QPS_RTS);
+	ret = ibv_post_send(q->qp, wr, &bad);
 
 	for (w = wr; w && !(ret && w == bad); w = w->next) {
 		switch (w->opcode) {
