@@ -35,6 +35,7 @@ struct fake_qp {
 	int nsent, nrecv;
 	enum ibv_qp_state state;
 	uint32_t sq_psn; /* as the last RTS set it */
+	uint32_t last_rkey; /* of the last RDMA WR posted */
 };
 
 struct fake_cq {
@@ -53,9 +54,11 @@ static int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	struct fake_qp *f = (struct fake_qp *)qp;
 
 	(void)bad;
-	for (; wr; wr = wr->next)
+	for (; wr; wr = wr->next) {
 		if (f->nsent < MAXW)
 			f->sent[f->nsent++] = wr->wr_id;
+		f->last_rkey = wr->wr.rdma.rkey;
+	}
 	return 0;
 }
 
@@ -384,6 +387,33 @@ Test(failover, hides_the_fenced_primary_and_merges_the_backup_in_order,
 	cr_assert_eq(prim.nsent, 3);
 	cr_assert_eq(back.nsent, 3);
 	cr_assert_eq(back.sent[2], 4);
+}
+
+Test(failover, a_zero_length_rdma_write_after_the_move_needs_no_rkey,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
+	struct ibv_send_wr wr = { .wr_id = 7,
+				  .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	post(1);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	peer_says(R2CC_CTRL_FAILOVER, true, 0x501, 0);
+	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x501, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	/* UCX's flush: no bytes, rkey 0, which the peer never announced */
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_eq(back.nsent, 1);
+	cr_assert_eq(back.sent[0], 7);
+	cr_assert_eq(back.last_rkey, 0);
+	/* With bytes to move, the same unknown key cannot go */
+	wr.wr_id = 8;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	cr_assert_neq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_eq(back.nsent, 1);
 }
 
 Test(failover, work_the_peer_executed_completes_without_a_replay, .init = setup,
