@@ -296,6 +296,15 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 		if (!mq->logging)
 			continue;
 		err = r2cc_recvlog_append(mq->rlog, w);
+		if (err == 1) {
+			struct r2cc_recvlog_stats st;
+
+			r2cc_recvlog_get_stats(mq->rlog, &st);
+			r2cc_info("QP %#x: receive log grown: %u receives "
+				  "posted and not yet polled (max_recv_wr %u)",
+				  mq->qpn, st.outstanding, mq->cap.max_recv_wr);
+			err = 0;
+		}
 		if (err) {
 			give_up(mq, "receive log", err);
 			if (side < 0) {

@@ -19,8 +19,10 @@
  * failovers (the logical QP). Each entry records the incarnation that owes
  * its completion: 0 for the original QP, k after the k-th fence. Create it
  * with the QP (posted and the peer's consumed count both start there).
- * Nothing allocates or locks after r2cc_recvlog_new(); the caller
- * serialises appends (post_recv) with completions and fences.
+ * Nothing locks, and only an append past the log's size allocates (it
+ * doubles: posted minus polled can exceed the queue's depth); the caller
+ * serialises appends (post_recv) with completions and fences, and uses a
+ * fence's list of re-posts before its next append.
  *
  * Why one in-order complete() serves every incarnation: an RC QP's own RQ
  * completes in posting order, and a QP moved to ERR flushes its remaining
@@ -64,7 +66,7 @@ struct r2cc_recv_replay {
 
 /**
  * r2cc_recvlog_new() - a log preallocated for a QP's receive queue
- * @cap: max_recv_wr as the provider returned it (1..2^24)
+ * @cap: entries to start with (1..2^24; it grows to 2^24)
  * @max_sge: max_recv_sge as the provider returned it
  * Return: the log, or NULL with errno set.
  */
@@ -74,7 +76,8 @@ void r2cc_recvlog_free(struct r2cc_recvlog *log);
  * r2cc_recvlog_append() - log one receive WR the provider accepted
  * @log: the log
  * @wr: the WR (@wr->next is ignored); wr_id and SGEs are copied
- * Return: 0, -ENOSPC (full) or -EINVAL (num_sge < 0 or > max_sge).
+ * Return: 0, 1 (logged; the log grew to twice its size), -ENOSPC (2^24
+ * entries, or no memory to grow) or -EINVAL (num_sge < 0 or > max_sge).
  */
 int r2cc_recvlog_append(struct r2cc_recvlog *log, const struct ibv_recv_wr *wr);
 /**

@@ -747,7 +747,9 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 		return NULL;
 	/* Twice what the provider reported, plus one: rxe rounds a queue up
 	 * to 2^k - 1 and reports what was asked for (128 takes 255), and a
-	 * program may fill what it was given (libfabric's rxm does). */
+	 * program may fill what it was given (libfabric's rxm does). The
+	 * receive log grows past that: posted minus polled also counts
+	 * what the CQ holds. */
 	mq->rlog = r2cc_recvlog_new(2 * cap->max_recv_wr + 1,
 				    cap->max_recv_sge ? cap->max_recv_sge : 1);
 	mq->slog = r2cc_sendlog_new(2 * cap->max_send_wr + 1,

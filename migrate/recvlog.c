@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * recvlog.c - the per-QP receive log: a preallocated ring of copies of the
- * posted receive WRs, retired in posting order by successful completions
- * and split at the peer's consumed count into pending and re-post lists.
+ * recvlog.c - the per-QP receive log: a ring of copies of the posted
+ * receive WRs, retired in posting order by successful completions and
+ * split at the peer's consumed count into pending and re-post lists.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@
  * serialises every call.
  */
 struct r2cc_recvlog {
-	uint32_t cap; /* entries: the QP's max_recv_wr */
+	uint32_t cap; /* entries (grows) */
 	uint32_t max_sge; /* SGEs per entry */
 	uint32_t head; /* slot of the oldest entry */
 	uint32_t count; /* entries outstanding */
@@ -76,16 +77,41 @@ static struct r2cc_recvlog_ent *at(const struct r2cc_recvlog *log, uint32_t i)
 	return &log->ent[slot(log, i)];
 }
 
+/*
+ * Twice the slots, the entries copied to the front in order. Posted minus
+ * polled is not bounded by the queue's depth: a receive the HCA consumed
+ * frees its slot before the program polls it, and libfabric's rxm keeps
+ * its queue full (one more receive posted for each rendezvous it received
+ * before its match), so the log holds the queue and the CQ's share too.
+ */
+static int grow(struct r2cc_recvlog *log)
+{
+	struct r2cc_recvlog_ent *ent =
+		r2cc_recv_ring_grow(log->ent, &log->sge, &log->cap, &log->head,
+				    log->count, sizeof(*ent),
+				    offsetof(struct r2cc_recvlog_ent, wr),
+				    log->max_sge, MAX_CAP);
+
+	if (!ent)
+		return -ENOSPC;
+	log->ent = ent;
+	return 0;
+}
+
 int r2cc_recvlog_append(struct r2cc_recvlog *log, const struct ibv_recv_wr *wr)
 {
 	struct r2cc_recvlog_ent *e;
 	struct ibv_sge *sge;
+	int grew = 0;
 	uint32_t s;
 
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > log->max_sge)
 		return -EINVAL;
-	if (log->count == log->cap)
-		return -ENOSPC;
+	if (log->count == log->cap) {
+		if (grow(log))
+			return -ENOSPC;
+		grew = 1;
+	}
 	s = slot(log, log->count);
 	e = &log->ent[s];
 	sge = &log->sge[(size_t)s * log->max_sge];
@@ -93,7 +119,7 @@ int r2cc_recvlog_append(struct r2cc_recvlog *log, const struct ibv_recv_wr *wr)
 	e->epoch = log->epoch;
 	log->count++;
 	log->st.posted++;
-	return 0;
+	return grew;
 }
 
 int r2cc_recvlog_complete(struct r2cc_recvlog *log, uint64_t wr_id)

@@ -6,6 +6,7 @@
  * consumed entries (owed by fenced QPs) and the rest, to be re-posted.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,23 +82,15 @@ static struct r2cc_srqlog_ent *at(const struct r2cc_srqlog *log, uint32_t i)
 /* Twice the slots, the entries copied to the front in order. */
 static int grow(struct r2cc_srqlog *log)
 {
-	struct r2cc_srqlog_ent *ent;
-	struct ibv_sge *sge;
-	uint32_t cap = log->cap * 2, i;
+	struct r2cc_srqlog_ent *ent =
+		r2cc_recv_ring_grow(log->ent, &log->sge, &log->cap, &log->head,
+				    log->used, sizeof(*ent),
+				    offsetof(struct r2cc_srqlog_ent, wr),
+				    log->max_sge, MAX_CAP);
 
-	if (cap > MAX_CAP || alloc_ring(&ent, &sge, cap, log->max_sge))
+	if (!ent)
 		return -ENOSPC;
-	for (i = 0; i < log->used; i++) {
-		ent[i] = *at(log, i);
-		r2cc_recv_copy(&ent[i].wr, &sge[(size_t)i * log->max_sge],
-			       &at(log, i)->wr);
-	}
-	free(log->ent);
-	free(log->sge);
 	log->ent = ent;
-	log->sge = sge;
-	log->cap = cap;
-	log->head = 0;
 	return 0;
 }
 

@@ -132,28 +132,45 @@ Test(recvlog, append_checks_num_sge, .timeout = 5)
 	r2cc_recvlog_free(log);
 }
 
-Test(recvlog, full_ring_is_enospc_and_slots_wrap, .timeout = 5)
+Test(recvlog, a_full_ring_grows_in_order_and_slots_wrap, .timeout = 5)
 {
 	struct r2cc_recvlog *log = r2cc_recvlog_new(4, 2);
 	struct r2cc_recvlog_stats st;
 
 	for (uint64_t i = 0; i < 4; i++)
 		cr_assert_eq(post(log, i), 0);
-	cr_assert_eq(post(log, 4), -ENOSPC);
 	cr_assert_eq(r2cc_recvlog_complete(log, 0), 0);
 	cr_assert_eq(r2cc_recvlog_complete(log, 1), 0);
 	cr_assert_eq(post(log, 4), 0);
-	cr_assert_eq(post(log, 5), 0);
-	cr_assert_eq(post(log, 6), -ENOSPC);
-	for (uint32_t i = 0; i < 4; i++) {
-		cr_assert_eq(ent(log, i)->wr.wr_id, i + 2);
-		cr_assert_eq(ent(log, i)->wr.sg_list[0].lkey, 0x12 + i,
-			     "wrapped slots keep their own SGEs");
+	cr_assert_eq(post(log, 5), 0); /* wrapped: slots 0 and 1 again */
+	/* More outstanding than the queue's depth (libfabric's rxm): the
+	 * log grows, the wrapped ring copied in order, each copy with SGEs
+	 * of its own */
+	cr_assert_eq(post(log, 6), 1, "grown to 8");
+	cr_assert_eq(post(log, 7), 0);
+	cr_assert_eq(post(log, 8), 0);
+	cr_assert_eq(post(log, 9), 0);
+	cr_assert_eq(post(log, 10), 1, "grown to 16");
+	for (uint64_t i = 11; i < 13; i++)
+		cr_assert_eq(post(log, i), 0, "wr %lu", (unsigned long)i);
+	for (uint32_t i = 0; i < 11; i++) {
+		const struct r2cc_recvlog_ent *e = ent(log, i);
+
+		cr_assert_eq(e->wr.wr_id, i + 2);
+		cr_assert_eq(e->wr.num_sge, 2);
+		cr_assert_eq(e->wr.sg_list[0].lkey, 0x12 + i);
+		cr_assert_eq(e->wr.sg_list[1].length, 16);
+		if (i)
+			cr_assert_neq(e->wr.sg_list,
+				      ent(log, i - 1)->wr.sg_list);
 	}
+	cr_assert_null(r2cc_recvlog_peek(log, 11));
+	for (uint64_t i = 2; i < 13; i++)
+		cr_assert_eq(r2cc_recvlog_complete(log, i), 0);
 	st = stats(log);
-	cr_assert_eq(st.posted, 6);
-	cr_assert_eq(st.completed, 2);
-	cr_assert_eq(st.outstanding, 4);
+	cr_assert_eq(st.posted, 13);
+	cr_assert_eq(st.completed, 13);
+	cr_assert_eq(st.outstanding, 0);
 	r2cc_recvlog_free(log);
 }
 
@@ -292,10 +309,17 @@ Test(recvlog, one_fence_old_successes_then_backup, .timeout = 5)
 	/* The program posts two more; they go to the backup after the list */
 	cr_assert_eq(post(log, 6), 0);
 	cr_assert_eq(post(log, 7), 0);
-	cr_assert_eq(post(log, 8), -ENOSPC, "pending entries hold slots");
 	cr_assert_eq(ent(log, 5)->epoch, 1);
 	cr_assert_eq(ent(log, 6)->epoch, 1);
 	cr_assert_null(ent(log, 4)->wr.next, "appends are not on the list");
+	/* Pending entries hold slots: one more grows the log, and the
+	 * pending count and each entry's epoch survive the copy */
+	cr_assert_eq(post(log, 8), 1);
+	cr_assert_eq(stats(log).pending, 2);
+	cr_assert_eq(ent(log, 0)->epoch, 0);
+	cr_assert_eq(ent(log, 2)->epoch, 1);
+	cr_assert_eq(ent(log, 7)->wr.wr_id, 8);
+	cr_assert_eq(ent(log, 7)->epoch, 1);
 	/* Polled from the old CQ: successes 1, 2 (then flushes 3..5: dropped) */
 	cr_assert_eq(ent(log, 0)->epoch, 0, "1 is owed by the old QP");
 	cr_assert_eq(r2cc_recvlog_complete(log, 1), 0);
@@ -303,12 +327,12 @@ Test(recvlog, one_fence_old_successes_then_backup, .timeout = 5)
 	cr_assert_eq(stats(log).pending, 0);
 	cr_assert_eq(ent(log, 0)->epoch, 1, "3 is owed by the backup");
 	cr_assert_eq(r2cc_recvlog_complete(log, 4), -EPROTO);
-	for (uint64_t i = 3; i < 8; i++)
+	for (uint64_t i = 3; i < 9; i++)
 		cr_assert_eq(r2cc_recvlog_complete(log, i), 0, "wr %lu",
 			     (unsigned long)i);
 	st = stats(log);
-	cr_assert_eq(st.posted, 8);
-	cr_assert_eq(st.completed, 8);
+	cr_assert_eq(st.posted, 9);
+	cr_assert_eq(st.completed, 9);
 	cr_assert_eq(st.reposted, 3);
 	cr_assert_eq(st.fences, 1);
 	cr_assert_eq(st.outstanding, 0);
@@ -402,8 +426,9 @@ Test(recvlog, fences_over_a_wrapping_ring, .timeout = 5)
 	struct r2cc_recvlog_stats st;
 
 	for (int round = 0; round < 50; round++) {
-		while (post(log, next) == 0)
-			next++;
+		/* full, not past it: the ring wraps instead of growing */
+		while (stats(log).outstanding < 5)
+			cr_assert_eq(post(log, next++), 0);
 		/* the peer consumes up to 3 more; the program polls 0..2 */
 		consumed += (uint64_t)(round % 4) > next - consumed ?
 				    next - consumed :
