@@ -29,6 +29,7 @@ static void cq_free(void *obj)
 	struct r2cc_cq *q = obj;
 
 	r2cc_mig_cq_free(q->mc);
+	r2cc_cq_ex_free(q);
 	free(q);
 }
 

@@ -3,7 +3,8 @@
  * datapath.c - the inline verbs (ibv_post_send, ibv_post_recv, ibv_poll_cq,
  * ibv_req_notify_cq, ibv_post_srq_recv) reach the provider through
  * ctx->ops; r2cc replaces those entries after the real open, and wraps the
- * extended QP/CQ constructors of the verbs_context. No allocation, lock or
+ * extended QP/CQ constructors of the verbs_context (extended CQs' polls:
+ * cq_ex.c). No allocation, lock or
  * system call here: a registry lookup, counters, then the provider.
  */
 #include "shim_int.h"
@@ -72,22 +73,6 @@ static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 		return r2cc_mig_srq_post(s->mig, wr, bad,
 					 s->ctx->post_srq_recv);
 	return s->ctx->post_srq_recv(srq, wr, bad);
-}
-
-/* Attribute one completion to its QP. */
-static inline void count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
-			    bool recv, uint32_t len)
-{
-	struct r2cc_qp *q =
-		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, qpn));
-
-	if (unlikely(!q))
-		return;
-	r2cc_stat_add(&q->st->polled, 1);
-	if (unlikely(!ok))
-		r2cc_stat_add(&q->st->polled_err, 1);
-	else if (recv)
-		r2cc_stat_add(&q->st->bytes_polled, len);
 }
 
 /*
@@ -159,8 +144,8 @@ static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	else
 		got = c->poll_cq(cq, n, wc);
 	for (i = 0; i < got; i++)
-		count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
-			 wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
+		r2cc_count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
+			      wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
 	return got;
 }
 
@@ -180,66 +165,29 @@ static int dp_req_notify_cq(struct ibv_cq *cq, int solicited)
 	return ret;
 }
 
-/* Extended CQs: count in start_poll/next_poll (read_* are untouched). */
-static void count_wc_ex(struct r2cc_cq *q, struct ibv_cq_ex *cqx)
-{
-	count_wc(q->ctx, q->read_qp_num(cqx), cqx->status == IBV_WC_SUCCESS,
-		 q->read_opcode(cqx) & IBV_WC_RECV,
-		 cqx->status == IBV_WC_SUCCESS ? q->read_byte_len(cqx) : 0);
-}
-
-static int dp_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
-{
-	struct r2cc_cq *q = r2cc_lookup(ibv_cq_ex_to_cq(cqx), R2CC_OBJ_CQ);
-	int ret;
-
-	if (unlikely(!q))
-		return ENOENT; /* cannot happen: patched CQs are registered */
-	ret = q->start_poll(cqx, attr);
-	if (!ret)
-		count_wc_ex(q, cqx);
-	return ret;
-}
-
-static int dp_next_poll(struct ibv_cq_ex *cqx)
-{
-	struct r2cc_cq *q = r2cc_lookup(ibv_cq_ex_to_cq(cqx), R2CC_OBJ_CQ);
-	int ret;
-
-	if (unlikely(!q))
-		return ENOENT;
-	ret = q->next_poll(cqx);
-	if (!ret)
-		count_wc_ex(q, cqx);
-	return ret;
-}
-
-void r2cc_cq_ex_patch(struct r2cc_cq *q, struct ibv_cq_ex *cqx)
-{
-	if (!cqx->start_poll || !cqx->next_poll || !cqx->read_qp_num ||
-	    !cqx->read_opcode || !cqx->read_byte_len)
-		return; /* nothing to count with: leave the CQ alone */
-	q->start_poll = cqx->start_poll;
-	q->next_poll = cqx->next_poll;
-	q->read_qp_num = cqx->read_qp_num;
-	q->read_opcode = cqx->read_opcode;
-	q->read_byte_len = cqx->read_byte_len;
-	cqx->start_poll = dp_start_poll;
-	cqx->next_poll = dp_next_poll;
-}
-
 static struct ibv_cq_ex *dp_create_cq_ex(struct ibv_context *ctx,
 					 struct ibv_cq_init_attr_ex *attr)
 {
 	struct r2cc_ctx *c = ctx_of(ctx);
-	struct ibv_cq_ex *cqx = c->create_cq_ex(ctx, attr);
+	uint64_t asked = attr->wc_flags;
+	struct ibv_cq_ex *cqx;
 	struct r2cc_cq *q;
 
+	/* What r2cc reads of each completion to protect the CQ's QPs,
+	 * besides what the program asked for; without them if the provider
+	 * cannot (its QPs then run unprotected). */
+	attr->wc_flags = r2cc_cq_ex_flags(asked);
+	cqx = c->create_cq_ex(ctx, attr);
+	attr->wc_flags = asked;
+	if (!cqx)
+		cqx = c->create_cq_ex(ctx, attr);
 	if (!cqx)
 		return NULL;
 	q = r2cc_cq_created(c, ibv_cq_ex_to_cq(cqx));
-	if (q)
+	if (q) {
+		q->extended = true;
 		r2cc_cq_ex_patch(q, cqx);
+	}
 	return cqx;
 }
 

@@ -240,6 +240,15 @@ static struct r2cc_mig_cq *mig_cq(struct ibv_cq *cq)
 	if (!c)
 		return NULL;
 	pthread_mutex_lock(&r2cc_shim.lock);
+	if (!r2cc_cq_mergeable(c)) {
+		if (!c->said)
+			r2cc_warn("an extended CQ whose completions r2cc "
+				  "cannot read (no qp_num, byte_len or imm "
+				  "readers): its QPs run unprotected");
+		c->said = true;
+		pthread_mutex_unlock(&r2cc_shim.lock);
+		return NULL;
+	}
 	mc = c->mc;
 	if (!mc) {
 		mc = r2cc_mig_cq_new(cq->cqe);

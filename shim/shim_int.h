@@ -119,12 +119,9 @@ struct r2cc_cq {
 	/* Protected QPs complete here (migrate/): made with the first one,
 	 * under r2cc_shim.lock. */
 	struct r2cc_mig_cq *_Atomic mc;
-	/* Extended CQs: the provider's poll functions. */
-	int (*start_poll)(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr);
-	int (*next_poll)(struct ibv_cq_ex *cq);
-	uint32_t (*read_qp_num)(struct ibv_cq_ex *cq);
-	enum ibv_wc_opcode (*read_opcode)(struct ibv_cq_ex *cq);
-	uint32_t (*read_byte_len)(struct ibv_cq_ex *cq);
+	bool extended; /* made by ibv_create_cq_ex */
+	bool said; /* that its QPs cannot be protected (r2cc_shim.lock) */
+	struct r2cc_cq_ex *ex; /* owned: its polls (cq_ex.c), or NULL */
 };
 
 struct r2cc_srq {
@@ -236,7 +233,28 @@ int r2cc_rail_of(struct ibv_device *dev);
 struct ibv_context *r2cc_rail_ctx(int rail);
 /* datapath.c: patch a new context's ops, and extended QPs and CQs */
 void r2cc_ops_patch(struct r2cc_ctx *c);
-void r2cc_cq_ex_patch(struct r2cc_cq *c, struct ibv_cq_ex *cqx);
+/* cq_ex.c: an extended CQ's polls and readers taken over; the wc_flags to
+ * create one with; can migrate/ merge into @q (every plain CQ can)? */
+void r2cc_cq_ex_patch(struct r2cc_cq *q, struct ibv_cq_ex *cqx);
+uint64_t r2cc_cq_ex_flags(uint64_t wc_flags);
+bool r2cc_cq_mergeable(const struct r2cc_cq *q);
+void r2cc_cq_ex_free(struct r2cc_cq *q);
+
+/* Attribute one completion to its QP's counters. */
+static inline void r2cc_count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
+				 bool recv, uint32_t len)
+{
+	struct r2cc_qp *q =
+		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, qpn));
+
+	if (__builtin_expect(!q, 0))
+		return;
+	r2cc_stat_add(&q->st->polled, 1);
+	if (__builtin_expect(!ok, 0))
+		r2cc_stat_add(&q->st->polled_err, 1);
+	else if (recv)
+		r2cc_stat_add(&q->st->bytes_polled, len);
+}
 /* qp.c */
 /* NULL: refused (the QP is destroyed, errno set) */
 struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,

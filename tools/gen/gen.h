@@ -60,6 +60,7 @@ struct gen_opts {
 	double pause_at, pause_for; /* no new work in [t0 + at, + for) */
 	int srq; /* the QPs share one SRQ */
 	int ud; /* a UD QP in RTS beside them (--ud) */
+	int cq_ex; /* the extended CQ API (--cq-ex) */
 };
 
 struct gen_stats {
@@ -123,6 +124,7 @@ struct gen {
 	struct ibv_pd *pd; /* owned */
 	struct ibv_comp_channel *ch; /* owned */
 	struct ibv_cq *cq; /* owned */
+	struct ibv_cq_ex *cqx; /* the same CQ, with --cq-ex */
 	struct ibv_srq *srq; /* owned, with --srq */
 	struct ibv_qp *ud; /* owned, with --ud */
 	uint32_t *srq_gen; /* owned: each SRQ slot's current post */

@@ -55,6 +55,11 @@ static const char usage_text[] =
 	"                         context (it carries nothing): a QP r2cc\n"
 	"                         cannot move, so the port's async events\n"
 	"                         stay the program's\n"
+	"      --cq-ex            make the CQ with ibv_create_cq_ex and poll it\n"
+	"                         with ibv_start_poll/ibv_next_poll/ibv_end_poll\n"
+	"                         and the ibv_wc_read_* functions (as their man\n"
+	"                         page says: rxe before rdma-core 55 overruns\n"
+	"                         its CQ then, without r2cc)\n"
 	"  -h, --help             this text\n"
 	"The client's -q, -t, -n, -s and --seed rule: the server adopts them.\n"
 	"Each side prints at the end: r2cc-gen: role=ROLE qps=Q ops=N\n"
@@ -145,7 +150,8 @@ enum {
 	OPT_PAUSE_AT,
 	OPT_PAUSE_FOR,
 	OPT_SRQ,
-	OPT_UD
+	OPT_UD,
+	OPT_CQ_EX
 };
 
 /* Numeric options: range and where the value goes (type i, u, U or d). */
@@ -192,6 +198,7 @@ static const struct option longopts[] = {
 	{ "pause-for", required_argument, NULL, OPT_PAUSE_FOR },
 	{ "srq", no_argument, NULL, OPT_SRQ },
 	{ "ud", no_argument, NULL, OPT_UD },
+	{ "cq-ex", no_argument, NULL, OPT_CQ_EX },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -248,6 +255,10 @@ static void parse(int argc, char **argv, struct gen_opts *o)
 		}
 		if (ch == OPT_UD) {
 			o->ud = 1;
+			continue;
+		}
+		if (ch == OPT_CQ_EX) {
+			o->cq_ex = 1;
 			continue;
 		}
 		for (i = 0; i < sizeof(numopts) / sizeof(numopts[0]); i++)

@@ -59,6 +59,32 @@ static void handle_wc(struct gen *g, const struct ibv_wc *wc)
 		gen_server_wc(g, q, wc);
 }
 
+/* Up to @n completions through the extended CQ API, as ibv_poll_cq's. */
+static int poll_ex(struct ibv_cq_ex *cq, int n, struct ibv_wc *wc)
+{
+	int got = 0, ret;
+
+	ret = ibv_start_poll(cq, &(struct ibv_poll_cq_attr){ 0 });
+	while (!ret) {
+		wc[got] = (struct ibv_wc){
+			.wr_id = cq->wr_id,
+			.status = cq->status,
+			.opcode = ibv_wc_read_opcode(cq),
+			.byte_len = ibv_wc_read_byte_len(cq),
+			.qp_num = ibv_wc_read_qp_num(cq),
+			.wc_flags = ibv_wc_read_wc_flags(cq),
+		};
+		if (wc[got].wc_flags & IBV_WC_WITH_IMM)
+			wc[got].imm_data = ibv_wc_read_imm_data(cq);
+		if (++got == n)
+			break;
+		ret = ibv_next_poll(cq);
+	}
+	if (got || !ret)
+		ibv_end_poll(cq);
+	return ret && ret != ENOENT && !got ? -ret : got;
+}
+
 /* Every completion there is now; returns how many, or -errno. */
 int gen_verbs_drain(struct gen *g)
 {
@@ -66,7 +92,8 @@ int gen_verbs_drain(struct gen *g)
 	int i, n, total = 0;
 
 	do {
-		n = ibv_poll_cq(g->cq, GEN_POLL_BATCH, wc);
+		n = g->cqx ? poll_ex(g->cqx, GEN_POLL_BATCH, wc) :
+			     ibv_poll_cq(g->cq, GEN_POLL_BATCH, wc);
 		if (n < 0) {
 			gen_fail(g, &g->st.errors, "ibv_poll_cq: %d", n);
 			g->done = 1;

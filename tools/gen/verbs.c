@@ -62,7 +62,19 @@ int gen_verbs_open(struct gen *g)
 		g->max_rd = da.max_qp_init_rd_atom;
 	g->pd = ibv_alloc_pd(g->ctx);
 	g->ch = g->pd ? ibv_create_comp_channel(g->ctx) : NULL;
-	g->cq = g->ch ? ibv_create_cq(g->ctx, cqe, NULL, g->ch, 0) : NULL;
+	if (g->ch && g->o.cq_ex) {
+		struct ibv_cq_init_attr_ex ca = {
+			.cqe = (uint32_t)cqe,
+			.channel = g->ch,
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN |
+				    IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM,
+		};
+
+		g->cqx = ibv_create_cq_ex(g->ctx, &ca);
+		g->cq = g->cqx ? ibv_cq_ex_to_cq(g->cqx) : NULL;
+	} else if (g->ch) {
+		g->cq = ibv_create_cq(g->ctx, cqe, NULL, g->ch, 0);
+	}
 	if (!g->cq)
 		return errno ? -errno : -ENOMEM;
 	if (nonblock(g->ch->fd) || nonblock(g->ctx->async_fd))
