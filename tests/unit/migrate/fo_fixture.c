@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fo_fixture.c - the scripted verbs table and the protected QP the tests
+ * of failover.c drive (fo_fixture.h).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fo_fixture.h"
+struct ibv_context ctx;
+struct fake_qp prim, back;
+uint32_t fence_rq_psn = 0x900;
+
+int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		struct ibv_send_wr **bad)
+{
+	struct fake_qp *f = (struct fake_qp *)qp;
+
+	(void)bad;
+	for (; wr; wr = wr->next) {
+		if (f->nsent < MAXW)
+			f->sent[f->nsent++] = wr->wr_id;
+		f->last_rkey = wr->wr.rdma.rkey;
+	}
+	return 0;
+}
+
+int f_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		struct ibv_recv_wr **bad)
+{
+	struct fake_qp *f = (struct fake_qp *)qp;
+
+	(void)bad;
+	for (; wr; wr = wr->next)
+		if (f->nrecv < MAXW)
+			f->recvd[f->nrecv++] = wr->wr_id;
+	return 0;
+}
+
+int f_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct fake_cq *f = (struct fake_cq *)cq;
+	int got = 0;
+
+	while (got < n && f->head < f->n)
+		wc[got++] = f->wc[f->head++];
+	return got;
+}
+
+int f_req_notify(struct ibv_cq *cq, int solicited)
+{
+	(void)cq;
+	(void)solicited;
+	return 0;
+}
+
+int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	if (mask & IBV_QP_STATE)
+		((struct fake_qp *)qp)->state = a->qp_state;
+	if (mask & IBV_QP_SQ_PSN)
+		((struct fake_qp *)qp)->sq_psn = a->sq_psn;
+	return 0;
+}
+
+int f_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+	       struct ibv_qp_init_attr *init)
+{
+	(void)qp;
+	(void)mask;
+	(void)init;
+	a->rq_psn = fence_rq_psn;
+	return 0;
+}
+
+int f_destroy(void *obj)
+{
+	(void)obj;
+	return 0;
+}
+
+struct fake_cq bcq;
+int nmade; /* backup QPs made (a lazy QP's, at its failover) */
+
+struct ibv_cq *f_create_cq(struct ibv_context *c, int cqe, void *cqc,
+			   struct ibv_comp_channel *ch, int vec)
+{
+	(void)c;
+	(void)cqe;
+	(void)cqc;
+	(void)ch;
+	(void)vec;
+	return &bcq.cq;
+}
+
+struct ibv_qp *f_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
+{
+	(void)pd;
+	(void)ia;
+	nmade++;
+	return &back.qp;
+}
+
+int f_lkey_xlate(const void *pd, int rail, uint32_t lkey, uint32_t *out)
+{
+	(void)pd;
+	(void)rail;
+	*out = lkey | 0x10000;
+	return 0;
+}
+
+void add_wc(struct fake_cq *f, uint64_t wr_id, enum ibv_wc_status st,
+	    enum ibv_wc_opcode op, uint32_t qpn)
+{
+	struct ibv_wc *w = &f->wc[f->n++];
+
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr_id;
+	w->status = st;
+	w->opcode = op;
+	w->qp_num = qpn;
+}
+
+struct fake_srq psrq, bsrq;
+
+int f_post_srq(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+	       struct ibv_recv_wr **bad)
+{
+	struct fake_srq *f = (struct fake_srq *)srq;
+
+	(void)bad;
+	for (; wr; wr = wr->next)
+		if (f->n < MAXW)
+			f->ids[f->n++] = wr->wr_id;
+	return 0;
+}
+
+struct ibv_srq *f_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	(void)pd;
+	(void)a;
+	return NULL;
+}
+
+struct r2cc_mig_cq *mc;
+struct r2cc_mig_qp *mq;
+
+/* The module on (a loopback control channel nobody else talks to). */
+void start(void)
+{
+	static const struct r2cc_mig_verbs v = {
+		.modify_qp = f_modify_qp,
+		.query_qp = f_query_qp,
+		.destroy_qp = (int (*)(struct ibv_qp *))f_destroy,
+		.destroy_cq = (int (*)(struct ibv_cq *))f_destroy,
+		.create_cq = f_create_cq,
+		.create_qp = f_create_qp,
+		.create_srq = f_create_srq,
+		.destroy_srq = (int (*)(struct ibv_srq *))f_destroy,
+	};
+	static const struct r2cc_mig_env env = { .lkey_xlate = f_lkey_xlate };
+	char secret[64], port[32], *envp[4];
+	struct r2cc_config cfg;
+	FILE *f;
+
+	snprintf(secret, sizeof(secret), "/tmp/r2cc-test-fo.%d", getpid());
+	f = fopen(secret, "w");
+	cr_assert(f);
+	fprintf(f, "%064d", 7);
+	fclose(f);
+	cr_assert_eq(chmod(secret, 0600), 0);
+	snprintf(port, sizeof(port), "R2CC_CTRL_PORT=%d",
+		 30000 + getpid() % 20000);
+	envp[0] = port;
+	envp[1] = malloc(sizeof(secret) + 32);
+	sprintf(envp[1], "R2CC_SECRET_FILE=%s", secret);
+	envp[2] = "R2CC_LOG=err";
+	envp[3] = NULL;
+	cr_assert_eq(r2cc_config_load(&cfg, envp), 0);
+	free(envp[1]);
+	cr_assert_eq(r2cc_mig_start(&cfg, &v, &env, NULL, 0), 0);
+	unlink(secret);
+}
+
+/* Fresh fakes and one protected QP on them (on @srq's, if not NULL),
+ * bound to backup @bqp (NULL: lazy, none yet); at RTS with its send log
+ * at PSN 0x500. */
+void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 8,
+				  .max_recv_wr = 8,
+				  .max_send_sge = 1,
+				  .max_recv_sge = 1 };
+	static struct ibv_pd bpd;
+	struct ibv_qp_attr a;
+
+	ctx.ops.post_send = f_post_send;
+	ctx.ops.post_recv = f_post_recv;
+	ctx.ops.poll_cq = f_poll_cq;
+	ctx.ops.req_notify_cq = f_req_notify;
+	memset(&prim, 0, sizeof(prim));
+	memset(&back, 0, sizeof(back));
+	memset(&bcq, 0, sizeof(bcq));
+	prim.qp.context = back.qp.context = bcq.cq.context = &ctx;
+	prim.qp.qp_num = 0x11;
+	back.qp.qp_num = 0x51;
+	nmade = 0;
+	mc = r2cc_mig_cq_new(16);
+	cr_assert(mc);
+	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, srq, NULL);
+	cr_assert(mq);
+	/* What protect.c's bind would have left. */
+	r2cc_mig_test_bound(mq, bqp, bqp ? &bcq.cq : NULL, PEER, PEER_QPN,
+			    0x100);
+	if (!bqp)
+		r2cc_mig_test_lazy(mq, &ctx, &bpd);
+	memset(&a, 0, sizeof(a));
+	a.path_mtu = IBV_MTU_1024;
+	a.sq_psn = 0x500;
+	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
+}
+
+/* The module on, and one protected QP, READY, at RTS (on @srq's, if not
+ * NULL). */
+void setup_on(struct r2cc_mig_srq *srq)
+{
+	qp_on(srq, &back.qp);
+	cr_assert_eq(back.state, IBV_QPS_RTS, "the backup follows to RTS");
+}
+
+void setup(void)
+{
+	start();
+	setup_on(NULL);
+}
+
+void teardown(void)
+{
+	r2cc_mig_release(mq);
+	r2cc_mig_test_free(mq);
+	r2cc_mig_cq_free(mc);
+	r2cc_mig_stop();
+}
+
+/* A signaled WR of @op, 100 bytes (one packet). */
+void post_op(uint64_t wr_id, enum ibv_wr_opcode op)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	wr.wr.rdma.remote_addr = 0x2000;
+	wr.wr.rdma.rkey = 9;
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+}
+
+void post(uint64_t wr_id)
+{
+	post_op(wr_id, IBV_WR_SEND);
+}
+
+/* The peer's FAILOVER or FAILOVER_ACK, for a move of reason @why. */
+void peer_says_why(uint8_t type, uint8_t why, bool valid, uint32_t rq_psn,
+		   uint64_t recvs)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = type;
+	m.failover.qpn = PEER_QPN;
+	m.failover.reason = why;
+	m.failover.flags = valid ? R2CC_CTRL_FO_PSN_VALID : 0;
+	m.failover.rq_psn = rq_psn;
+	m.failover.recvs = recvs;
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+void peer_says(uint8_t type, bool valid, uint32_t rq_psn, uint64_t recvs)
+{
+	peer_says_why(type, R2CC_CTRL_WHY_PEER, valid, rq_psn, recvs);
+}
+
+/* A send completion of @op on the primary; @behind as the poll says. */
+int primary_wc_of(uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
+		  bool behind)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = wr_id;
+	wc.status = st;
+	wc.opcode = op;
+	wc.qp_num = prim.qp.qp_num;
+	return r2cc_mig_wc(mq, mc, &wc, behind);
+}
+
+int primary_wc(uint64_t wr_id, enum ibv_wc_status st)
+{
+	return primary_wc_of(wr_id, st, IBV_WC_SEND, false);
+}

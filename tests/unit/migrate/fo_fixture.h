@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fo_fixture.h - failover.c with a scripted verbs table, for the tests
+ * that drive it (test_failover.c, and the shim's poll over it in
+ * tests/unit/shim/test_poll.c): QPs and CQs whose provider ops record what
+ * is posted and hand back scripted completions; the module started on a
+ * loopback control channel; one protected QP bound to a played peer.
+ */
+#ifndef R2CC_TEST_FO_FIXTURE_H
+#define R2CC_TEST_FO_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mig_test.h"
+
+#define PEER 0x1234
+#define PEER_QPN 0x22
+#define MAXW 32
+
+struct fake_qp {
+	struct ibv_qp qp; /* first: the ops get &qp */
+	uint64_t sent[MAXW], recvd[MAXW];
+	int nsent, nrecv;
+	enum ibv_qp_state state;
+	uint32_t sq_psn; /* as the last RTS set it */
+	uint32_t last_rkey; /* of the last RDMA WR posted */
+};
+
+struct fake_cq {
+	struct ibv_cq cq;
+	struct ibv_wc wc[MAXW];
+	int head, n;
+};
+
+struct fake_srq {
+	struct ibv_srq srq;
+	uint64_t ids[MAXW];
+	int n;
+};
+
+extern struct ibv_context ctx; /* the fakes' context (their ops) */
+extern struct fake_qp prim, back; /* the program's QP and its backup */
+extern struct fake_cq bcq; /* the backup's CQ */
+extern struct fake_srq psrq, bsrq;
+extern uint32_t fence_rq_psn; /* what a query of a fenced QP answers */
+extern int nmade; /* backup QPs made (a lazy QP's, at its failover) */
+extern struct r2cc_mig_cq *mc; /* the program's CQ's */
+extern struct r2cc_mig_qp *mq; /* the protected QP */
+
+int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		struct ibv_send_wr **bad);
+int f_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		struct ibv_recv_wr **bad);
+int f_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int f_req_notify(struct ibv_cq *cq, int solicited);
+int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask);
+int f_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+	       struct ibv_qp_init_attr *init);
+int f_destroy(void *obj);
+struct ibv_cq *f_create_cq(struct ibv_context *c, int cqe, void *cqc,
+			   struct ibv_comp_channel *ch, int vec);
+struct ibv_qp *f_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia);
+int f_lkey_xlate(const void *pd, int rail, uint32_t lkey, uint32_t *out);
+int f_post_srq(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+	       struct ibv_recv_wr **bad);
+struct ibv_srq *f_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a);
+/* A completion @wr_id of @op with status @st on @qpn, into @f */
+void add_wc(struct fake_cq *f, uint64_t wr_id, enum ibv_wc_status st,
+	    enum ibv_wc_opcode op, uint32_t qpn);
+/* The module on (a loopback control channel nobody else talks to) */
+void start(void);
+/* Fresh fakes and one protected QP on them (on @srq's, if not NULL), its
+ * backup @bqp (NULL: lazy), READY at RTS */
+void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp);
+void setup_on(struct r2cc_mig_srq *srq);
+void setup(void); /* start(), then setup_on(NULL) */
+void teardown(void);
+/* A signaled WR of @op (or a SEND), 100 bytes, posted through r2cc */
+void post_op(uint64_t wr_id, enum ibv_wr_opcode op);
+void post(uint64_t wr_id);
+/* The peer's FAILOVER or FAILOVER_ACK, for a move of reason @why */
+void peer_says_why(uint8_t type, uint8_t why, bool valid, uint32_t rq_psn,
+		   uint64_t recvs);
+void peer_says(uint8_t type, bool valid, uint32_t rq_psn, uint64_t recvs);
+/* A send completion of @op on the primary, through r2cc_mig_wc() */
+int primary_wc_of(uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
+		  bool behind);
+int primary_wc(uint64_t wr_id, enum ibv_wc_status st);
+
+#endif /* R2CC_TEST_FO_FIXTURE_H */
