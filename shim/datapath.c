@@ -76,34 +76,16 @@ static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 }
 
 /*
- * A CQ protected QPs may complete on. What migrate/ stashed for it comes
- * first (synthesised completions, or a fenced QP's hidden ones given back
- * when its move was abandoned: older than anything still in the CQ); then
- * the CQ, through migrate/ (logs retired, a fenced QP's hidden); then, once
- * the CQ is empty, the backups' (a fenced QP's consumed receives still in
- * the CQ come before anything its backup completes). A push to the stash
- * since the poll began puts the rest of the batch behind it.
+ * @got completions polled into @wc from @kept on, in the program's terms:
+ * through migrate/ (logs retired, a fenced QP's hidden), those delivered
+ * moved down after the @kept before them. Returns the new count kept.
  */
-static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
-			  struct ibv_wc *wc)
+static int take_batch(struct r2cc_ctx *c, struct ibv_cq *cq,
+		      struct r2cc_mig_cq *mc, struct ibv_wc *wc, int kept,
+		      int got, bool *behind, uint64_t pushed)
 {
-	struct r2cc_cq *q = r2cc_lookup(cq, R2CC_OBJ_CQ);
-	struct r2cc_mig_cq *mc = q ? q->mc : NULL;
-	int i, kept = 0, got, want, end;
-	bool behind = false;
-	uint64_t pushed = 0;
+	int i, end = kept + got;
 
-	if (mc) {
-		pushed = r2cc_mig_pushed(mc);
-		kept = r2cc_mig_poll_stash(mc, n, wc);
-	}
-	want = n - kept;
-	if (!want)
-		return kept;
-	got = c->poll_cq(cq, want, wc + kept);
-	if (got < 0)
-		return kept ? kept : got;
-	end = kept + got;
 	for (i = kept; i < end; i++) {
 		struct r2cc_qp *p = r2cc_map_lookup(
 			&r2cc_shim.qpn, r2cc_qpn_key(c, wc[i].qp_num));
@@ -114,22 +96,66 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 		 * them may be in this batch), or what an earlier completion
 		 * of the batch completed after itself. The rest of the batch
 		 * goes behind. */
-		if (mc && !behind && r2cc_mig_pushed(mc) != pushed) {
-			behind = true;
+		if (mc && !*behind && r2cc_mig_pushed(mc) != pushed) {
+			*behind = true;
 			r2cc_dbg_dp("CQ %p: %d completions go behind a push",
 				    (void *)cq, end - i);
 		}
 		if (p && p->mig)
-			r = r2cc_mig_wc(p->mig, mc, &wc[i], behind);
+			r = r2cc_mig_wc(p->mig, mc, &wc[i], *behind);
 		else
-			r = behind && mc && !r2cc_mig_stash(mc, &wc[i]) ? 2 : 1;
+			r = *behind && mc && !r2cc_mig_stash(mc, &wc[i]) ? 2 :
+									   1;
 		/* Stashed behind completions that precede it: the rest of
 		 * this batch queues behind it. */
-		behind |= r == 2;
+		*behind |= r == 2;
 		if (r == 1)
 			wc[kept++] = wc[i];
 	}
-	if (mc && kept < n && got < want && r2cc_mig_cq_busy(mc))
+	return kept;
+}
+
+/*
+ * A CQ protected QPs may complete on. What migrate/ stashed for it comes
+ * first (synthesised completions, or a fenced QP's hidden ones given back
+ * when its move was abandoned: older than anything still in the CQ); then
+ * the CQ, through migrate/; then, once the CQ is empty, the backups' (a
+ * fenced QP's consumed receives still in the CQ come before anything its
+ * backup completes). A push to the stash since the poll began puts the
+ * rest of the batch behind it. The CQ is polled again while what it gave
+ * was r2cc's own and it may hold more: a program that polls one at a time
+ * (rping) would otherwise take a hidden completion for an empty CQ, and
+ * never reach the backups' behind it.
+ */
+static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
+			  struct ibv_wc *wc)
+{
+	struct r2cc_cq *q = r2cc_lookup(cq, R2CC_OBJ_CQ);
+	struct r2cc_mig_cq *mc = q ? q->mc : NULL;
+	int kept = 0, got, want;
+	bool behind = false;
+	uint64_t pushed = 0;
+
+	if (mc) {
+		pushed = r2cc_mig_pushed(mc);
+		kept = r2cc_mig_poll_stash(mc, n, wc);
+	}
+	while (kept < n) {
+		want = n - kept;
+		got = c->poll_cq(cq, want, wc + kept);
+		if (got < 0)
+			return kept ? kept : got;
+		kept = take_batch(c, cq, mc, wc, kept, got, &behind, pushed);
+		if (got < want)
+			break; /* the CQ is empty */
+		if (behind) {
+			/* What went behind comes before the CQ's next */
+			pushed = r2cc_mig_pushed(mc);
+			kept += r2cc_mig_poll_stash(mc, n - kept, wc + kept);
+			behind = false;
+		}
+	}
+	if (mc && kept < n && r2cc_mig_cq_busy(mc))
 		kept += r2cc_mig_poll_more(mc, n - kept, wc + kept);
 	return kept;
 }
