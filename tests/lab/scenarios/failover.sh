@@ -17,42 +17,20 @@
 # once a probe of the path gets through; with R2CC_KEEPALIVE, idle QPs
 # leave a black hole before they send into it; lazy backups
 # (R2CC_BACKUP=lazy) are made at the failover; both rails down fails the
-# program in bounded time; ibv_rc_pingpong,
-# ibv_srq_pingpong and perftest's
-# ib_write_bw, ib_send_bw and ib_read_bw finish across a rail kill, and so
-# does an Open MPI job over libfabric's verbs;ofi_rxm (checked messages); the
+# program in bounded time; the generator reads its QPs' qp->state as RTS
+# before every post throughout; ibv_rc_pingpong, ibv_srq_pingpong and
+# perftest's ib_write_bw, ib_send_bw and ib_read_bw finish across a rail
+# kill (MPI and the other stacks: the stacks scenario); the
 # same fault without r2cc kills the generator and ib_write_bw. Prints fault
 # -> first backup completion, WRs replayed and bytes re-sent per node, and
 # the generator's longest stall.
 # lab-timeout: 1500
 
-SHIM=$BUILD/shim/libr2cc-shim.so
-CTL=$BUILD/tools/r2cc-ctl
-SECRET=/tmp/r2cc.secret
-# Every node holds the same job secret, readable by its owner only.
-printf 'r2cc-lab-job-secret-%044d' 7 > "$SECRET"
-chmod 600 "$SECRET"
+. "$REPO/tests/lab/lib/fo.sh"
+
 PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 20000 -s 1024"
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=debug R2CC_LOG_FILE=$LAB/$NODE.fo.bind.log"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
-
-. "$REPO/tests/lab/lib/gen.sh"
-
-# ctl_wait NAME STATE: r2cc-ctl's view (JSON, Prometheus text) of the
-# running program once one of its QPs is in protection STATE (or after
-# about 60 s: the last view is kept either way).
-ctl_wait() {
-	(
-		for i in $(seq 120); do
-			"$CTL" -j conn show > "$LAB/$NODE.$1.conn.json" 2>&1
-			"$CTL" metrics > "$LAB/$NODE.$1.metrics" 2>&1
-			jq -e "any(.[]; .protection == \"$2\")" \
-				"$LAB/$NODE.$1.conn.json" > /dev/null 2>&1 && break
-			sleep 0.5
-		done
-	) &
-	CTL_PID=$!
-}
 
 ctl_wait fo.bind ready
 pair fo.bind ok 200 18515 "$R2CC $PP" "$R2CC $PP \$SERVER"
@@ -100,91 +78,6 @@ grep -q 'no R2CC_SECRET_FILE' "$LAB/$NODE.fo.nokey.log" &&
 	check pass fo.nokey.log "unprotected, said once" ||
 	check fail fo.nokey.log "$(head -5 "$LAB/$NODE.fo.nokey.log")"
 
-# gen_fo NAME FAULT_NODE FAULT...: r2cc-gen under r2cc on rail 0, the
-# fault applied mid-run on FAULT_NODE; every byte must verify, nothing may
-# be lost or duplicated, and the program must see no error. Prints what
-# r2cc did: failover latency (fault -> first completion on the backup),
-# WRs replayed, bytes re-sent.
-gen_fo() {
-	local name=$1 fnode=$2 line k bad=0 log
-	shift 2
-	log=$LAB/$NODE.$name.log
-	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
-	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
-	R2CC="$R2CC R2CC_DETECT_MS=2000${FO_ENV:+ $FO_ENV}"
-	[ "$NODE" = "$fnode" ] && fault_midrun "$name" "$@"
-	ctl_wait "$name" migrated
-	pair "$name" ok 150 18600 "$R2CC $GEN${GEN_X:+ $GEN_X} -i 1" \
-		"$R2CC $GEN${GEN_X:+ $GEN_X} -t ${GEN_T:-30} -i 1 \$SERVER"
-	[ "$NODE" = "$fnode" ] && wait "$FAULT_PID"
-	wait "$CTL_PID"
-	# r2cc-ctl saw the QPs on their backup rail, a failover counted
-	if jq -e 'any(.[]; .dev == "rxe0" and .protection == "migrated" and
-		.backup_rail == 1 and .failovers == 1)' \
-		"$LAB/$NODE.$name.conn.json" > /dev/null 2>&1; then
-		check pass "$name.ctl" "$(jq -c '[.[] | {qpn, protection, backup_rail, failovers}]' "$LAB/$NODE.$name.conn.json")"
-	else
-		check fail "$name.ctl" "$(head -c 400 "$LAB/$NODE.$name.conn.json")"
-	fi
-	if [ "$NODE" = b ]; then
-		line=$(record "$name")
-		for k in mismatches duplicates losses order_errors errors; do
-			[ "$(field "$line" $k)" = 0 ] || bad=1
-		done
-		if [ -n "$line" ] && [ $bad = 0 ]; then
-			check pass "$name.gen" "ops=$(field "$line" ops) bytes_verified=$(field "$line" bytes_verified) longest_stall_ms=$(field "$line" longest_stall_ms)"
-		else
-			check fail "$name.gen" "${line:-no summary line}"
-		fi
-	fi
-	# what the generator saw first, on either side (the run folder
-	# is gone after CI: the first failures go in the check)
-	if grep -q 'r2cc-gen: .*FAIL at' "$LAB/$NODE.$name.out"; then
-		check fail "$name.first" "$(grep -m3 'r2cc-gen: .*FAIL at' "$LAB/$NODE.$name.out" | cut -c1-200 | tr '\n' ' ')"
-	fi
-	# the failed rail's port events were r2cc's, not the program's; with
-	# FO_ASYNC=EVENT the program has a QP r2cc cannot move beside the
-	# others on that device: the faulting node's program hears EVENT
-	if [ -n "$FO_ASYNC" ]; then
-		if [ "$NODE" != "$fnode" ]; then
-			:
-		elif grep -q "async event: $FO_ASYNC" "$LAB/$NODE.$name.out"; then
-			check pass "$name.async" "the program heard: $(grep -m1 "async event: $FO_ASYNC" "$LAB/$NODE.$name.out")"
-		else
-			check fail "$name.async" "no \"$FO_ASYNC\" event reached the program: $(grep -m2 'async event' "$LAB/$NODE.$name.out" | tr '\n' ' ')"
-		fi
-	elif grep -q 'async event' "$LAB/$NODE.$name.out"; then
-		check fail "$name.async" "$(grep -m2 'async event' "$LAB/$NODE.$name.out" | tr '\n' ' ')"
-	else
-		check pass "$name.async" "no async event reached the program"
-	fi
-	# r2cc's own account, on this node
-	if grep -q 'moved to backup QP' "$log"; then
-		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')"
-		metric "$name.$NODE.wrs_replayed" "$(sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
-		metric "$name.$NODE.bytes_resent" "$(sed -n 's/.*replayed (\([0-9]*\) bytes).*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
-		# fault (the faulting node's clock) -> first completion on a
-		# backup (this node's), the slowest QP; the VMs' clocks both
-		# follow the host's
-		# (the first failover of each QP: fo.failback has two)
-		firsts=$(sed -n 's/.*QP \(0x[0-9a-f]*\): first completion on the backup \([0-9]*\) us .* at \([0-9.]*\)$/\1 \2 \3/p' "$log" | awk '!seen[$1]++')
-		metric "$name.$NODE.fence_to_first_us" "$(echo "$firsts" | awk '$2 > m { m = $2 } END { print m + 0 }')"
-		metric "$name.$NODE.failover_ms" "$(echo "$firsts" |
-			awk -v f="$(cat "$LAB/$name.fault" 2>/dev/null || echo 0)" \
-				'f > 0 { d = ($3 - f) * 1000; if (d > m) m = d } END { printf "%d", m }')"
-	else
-		check fail "$name.moved" "$(grep -E 'fenced|failover|unprotected|failed' "$log" | head -3)"
-	fi
-}
-
-STALL=10
-# --timeout 16 (268 ms, 7 tries: about 2 s) and R2CC_DETECT_MS=2000 (which
-# keeps it: r2cc lowers a QP's timeout to fit its detection bound, 500 ms
-# and 67 ms by default), as in ctl: with 67 ms, rail 0 silent for half a
-# second at the start of a case that follows a fault (fo.blackhole,
-# fo.cut, fo.idlehole: no fault applied yet) failed QPs still binding,
-# unprotected; a black hole still shows well within the stall limit.
-GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --timeout 16 --stall-limit $STALL"
 # Carrier down on node b's rail 0 (port event there; a learns from b).
 gen_fo fo.carrier b fault_carrier 0 down
 [ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
@@ -469,33 +362,6 @@ else
 fi
 barrier fo.nopeer.cleared 120
 
-# rail0_back: node b's rail-0 fault is over (FAULT_PID) and cleared.
-rail0_back() {
-	wait "$FAULT_PID"
-	fault_clear 0
-	wait_port_active 0 30
-}
-
-# Unmodified programs across a rail kill (carrier down on node b, some
-# seconds into the run): they must finish normally, and r2cc must have
-# moved their connections.
-# prog_fo NAME DELAY SERVER CLIENT
-prog_fo() {
-	local name=$1 delay=$2 srv=$3 cli=$4 log=$LAB/$NODE.$1.log
-	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
-	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
-	if [ "$NODE" = b ]; then
-		( sleep "$delay"; fault_carrier 0 down; log "$name: rail 0 down" ) &
-		FAULT_PID=$!
-	fi
-	pair "$name" ok 240 18515 "$R2CC $srv" "$R2CC $cli \$SERVER"
-	[ "$NODE" = b ] && rail0_back
-	grep -q 'moved to backup QP' "$log" &&
-		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
-		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed|protected' "$log" | head -3)"
-	barrier "$name.cleared" 120
-}
-
 PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 30000 -s 1024"
 prog_fo fo.pingpong 8 "$PP" "$PP"
 # 8 QPs on one SRQ each side: they move with it.
@@ -510,76 +376,6 @@ for t in write send read; do
 	BW="PERFTEST_REPORT=optional $PT ib_${t}_bw -d $(rail_ibdev 0) -x 1 -D 20"
 	prog_fo "fo.ib_${t}_bw" 10 "$BW" "$BW"
 done
-
-# fo.mpi: an Open MPI job (2 ranks, one per node) across the same kill.
-# compat's UCX cannot be protected (rc_verbs puts every QP on an SRQ) and
-# Debian's openib BTL cannot run on RoCE (its only connection manager, udcm,
-# is InfiniBand-only; the rdmacm one is not built), so the job runs over
-# libfabric instead: pml cm, mtl ofi, provider verbs;ofi_rxm, one RC QP per
-# peer made through rdma_cm, with its own receive queue (FI_OFI_RXM_USE_SRX=0).
-# FI_VERBS_IFACE keeps it on rail 0, FI_UNIVERSE_SIZE keeps rxm's CQs within
-# rxe's limit. FI_OFI_RXM_SAR_LIMIT sends every size as SENDs (eager up to
-# 16 KiB, segmented above): with rxm's rendezvous (RDMA READs) r2cc's receive
-# log of the QP fills up (ENOSPC) and the QP runs unprotected. The program,
-# tests/progs/mpi_pingpong, checks every word of every message and must end
-# with errors=0; node b kills rail 0 once the job has run some seconds, and
-# r2cc must have moved the QP on both nodes.
-mpi_fo() {
-	local name=fo.mpi log=$LAB/$NODE.fo.mpi.log out=$LAB/a.fo.mpi.out
-	local net rc start dt line
-	. "$REPO/tests/lab/lib/mpi.sh"
-	mpi_setup mpi_pingpong || return 0
-	# What each rank runs with, by host name (the node's own netdevs).
-	cat > "$LAB/$name.env.node-$NODE" <<-EOT
-	export LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log
-	export R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)
-	export FI_VERBS_IFACE=$(rail_dev 0)
-	EOT
-	if [ "$NODE" = a ]; then
-		printf '#!/bin/sh\n. %s.$(hostname)\nexec %s "$@"\n' \
-			"$LAB/$name.env" "$(cat "$LAB/mpi.prog")" > "$LAB/$name.rank"
-		chmod +x "$LAB/$name.rank"
-	fi
-	rm -f "$LAB/$name.fault"
-	barrier "$name.start" 300 || return 0
-	if [ "$NODE" = b ]; then
-		fault_after "$out" '^mpi_pingpong: progress' 180 4 "$name" \
-			fault_carrier 0 down
-	else
-		net=$(mgmt_ip a)
-		net=${net%.*}.0/24
-		start=$(date +%s)
-		log "$name: mpirun"
-		bounded 300 mpirun --allow-run-as-root -np 2 \
-			--host node-a:1,node-b:1 --mca oob_tcp_if_include "$net" \
-			--mca btl self --mca pml cm --mca mtl ofi \
-			--mca mtl_ofi_provider_include 'verbs;ofi_rxm' \
-			-x PMIX_MCA_gds -x FI_OFI_RXM_USE_SRX=0 \
-			-x FI_UNIVERSE_SIZE=8 -x FI_OFI_RXM_SAR_LIMIT=4194304 \
-			"$LAB/$name.rank" -t 30 > "$out" 2>&1
-		rc=$?
-		dt=$(($(date +%s) - start))
-		line=$(grep '^mpi_pingpong: ranks=' "$out")
-		if [ ! -e "$LAB/$name.fault" ]; then
-			check fail "$name.run" "the job ended before the fault (exit $rc after ${dt}s)"
-		elif [ $rc -eq 0 ] && [[ $line == *" errors=0" ]]; then
-			check pass "$name.run" "$line ${dt}s"
-		else
-			check fail "$name.run" "exit $rc after ${dt}s: ${line:-no summary} (see ${out##*/})"
-		fi
-		metric "$name.seconds" "$dt"
-	fi
-	barrier "$name.end" 360
-	[ "$NODE" = b ] && rail0_back
-	grep -q 'protected: backup QP' "$log" &&
-		check pass "$name.protected" "$(grep -c 'protected: backup QP' "$log") QPs" ||
-		check fail "$name.protected" "$(grep -E 'unprotected|secret|control' "$log" | head -3)"
-	grep -q 'moved to backup QP' "$log" &&
-		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')" ||
-		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed|abandoned' "$log" | head -3)"
-	barrier "$name.cleared" 120
-}
-mpi_fo
 
 # Baseline, same run: the same carrier fault without r2cc kills the
 # generator (its stall bound) and ib_write_bw (hung until its bound). (How
