@@ -87,17 +87,6 @@ static int sge_xlate(const struct r2cc_mig_qp *mq, const struct ibv_sge *in,
 	return r2cc_mig_sge_xlate(mq->pd, mq->backup_rail, in, n, out);
 }
 
-/* Bytes @wr moves: 0 for an RDMA WRITE or READ that touches no memory. */
-static uint64_t wr_bytes(const struct ibv_send_wr *wr)
-{
-	uint64_t n = 0;
-	int i;
-
-	for (i = 0; i < wr->num_sge; i++)
-		n += wr->sg_list[i].length;
-	return n;
-}
-
 /* Post one send WR on the backup, keys translated. */
 static int backup_send(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
 {
@@ -119,9 +108,9 @@ static int backup_send(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
 		/* A zero-length one names no memory, and its R_Key need not
 		 * be valid (IB spec C9-88): UCX flushes with a 0-byte WRITE
 		 * to rkey 0, which no registration translates. */
-		ret = wr_bytes(wr) ? rkey_xlate(mq, wr->wr.rdma.rkey,
-						&w.wr.rdma.rkey) :
-				     0;
+		ret = r2cc_wr_len(wr) ? rkey_xlate(mq, wr->wr.rdma.rkey,
+						   &w.wr.rdma.rkey) :
+					0;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:

@@ -132,7 +132,6 @@ static int merge_next(struct r2cc_cq *q, struct r2cc_cq_ex *ex,
 
 	for (;;) {
 		uint64_t pushed = mc ? r2cc_mig_pushed(mc) : 0;
-		struct r2cc_qp *p;
 		bool behind;
 
 		if (mc && r2cc_mig_poll_stash(mc, 1, &ex->cur) == 1)
@@ -142,15 +141,9 @@ static int merge_next(struct r2cc_cq *q, struct r2cc_cq_ex *ex,
 			break;
 		if (ret)
 			return ret;
-		p = r2cc_map_lookup(&r2cc_shim.qpn,
-				    r2cc_qpn_key(q->ctx, ex->cur.qp_num));
 		/* Pushed since this step began: it goes behind that. */
 		behind = mc && r2cc_mig_pushed(mc) != pushed;
-		if (p && p->mig)
-			r = r2cc_mig_wc(p->mig, mc, &ex->cur, behind);
-		else
-			r = behind && mc && !r2cc_mig_stash(mc, &ex->cur) ? 2 :
-									    1;
+		r = r2cc_wc_judge(q->ctx, mc, &ex->cur, behind);
 		if (r == 1)
 			return 0;
 		/* hidden, or stashed behind what came first: the next */

@@ -87,8 +87,6 @@ static int take_batch(struct r2cc_ctx *c, struct ibv_cq *cq,
 	int i, end = kept + got;
 
 	for (i = kept; i < end; i++) {
-		struct r2cc_qp *p = r2cc_map_lookup(
-			&r2cc_shim.qpn, r2cc_qpn_key(c, wc[i].qp_num));
 		int r;
 
 		/* Pushed since this poll began: a racing move back's
@@ -101,11 +99,7 @@ static int take_batch(struct r2cc_ctx *c, struct ibv_cq *cq,
 			r2cc_dbg_dp("CQ %p: %d completions go behind a push",
 				    (void *)cq, end - i);
 		}
-		if (p && p->mig)
-			r = r2cc_mig_wc(p->mig, mc, &wc[i], *behind);
-		else
-			r = *behind && mc && !r2cc_mig_stash(mc, &wc[i]) ? 2 :
-									   1;
+		r = r2cc_wc_judge(c, mc, &wc[i], *behind);
 		/* Stashed behind completions that precede it: the rest of
 		 * this batch queues behind it. */
 		*behind |= r == 2;

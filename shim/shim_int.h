@@ -240,6 +240,23 @@ uint64_t r2cc_cq_ex_flags(uint64_t wc_flags);
 bool r2cc_cq_mergeable(const struct r2cc_cq *q);
 void r2cc_cq_ex_free(struct r2cc_cq *q);
 
+/*
+ * One completion of a CQ protected QPs may complete on (datapath.c's
+ * ibv_poll_cq, cq_ex.c's walk), through migrate/: 1 the program's now, 0
+ * r2cc's own (hidden), 2 stashed behind what came before it (@behind:
+ * something did, and it must follow).
+ */
+static inline int r2cc_wc_judge(struct r2cc_ctx *c, struct r2cc_mig_cq *mcq,
+				struct ibv_wc *wc, bool behind)
+{
+	struct r2cc_qp *p =
+		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, wc->qp_num));
+
+	if (p && p->mig)
+		return r2cc_mig_wc(p->mig, mcq, wc, behind);
+	return behind && mcq && !r2cc_mig_stash(mcq, wc) ? 2 : 1;
+}
+
 /* Attribute one completion to its QP's counters. */
 static inline void r2cc_count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
 				 bool recv, uint32_t len)
