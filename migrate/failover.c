@@ -1354,6 +1354,31 @@ void r2cc_mig_recv_moved(struct r2cc_mig_qp *mq)
 		move_done(mq);
 }
 
+void r2cc_mig_closed(struct r2cc_mig_qp *mq)
+{
+	struct ibv_qp_attr a;
+
+	pthread_mutex_lock(&mq->lock);
+	if (mq->logging && mq->fenced) {
+		r2cc_mig_fail(mq, "the program ended the connection mid-move");
+	} else if (mq->logging) {
+		r2cc_mig_stop_logging(mq);
+		if (st_of(mq) != R2CC_PROT_MIGRATED)
+			r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		r2cc_info("QP %#x: the program ends its connection: "
+			  "unprotected, its errors and flushes are its own",
+			  mq->qpn);
+	}
+	/* On the backup, the work still outstanding flushes there, as the
+	 * program's own QP would have flushed it. */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	if (mq->on_backup && !mq->fenced && mq->bqp &&
+	    ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
+		r2cc_warn("QP %#x: backup not moved to ERR: %m", mq->qpn);
+	pthread_mutex_unlock(&mq->lock);
+}
+
 void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 {
 	struct ibv_qp_attr a;

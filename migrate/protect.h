@@ -166,6 +166,14 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr);
  */
 void r2cc_mig_mr_new(const void *pd, const void *mr);
 void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
+/*
+ * The program moves its QP to ERR or RESET (before the provider does): it
+ * ends the connection (rdma_disconnect does so), so its flushes are its
+ * own, not a fault to move away from. @mq runs unprotected from then on;
+ * a QP on its backup has its backup moved to ERR, so what is outstanding
+ * there flushes to the program.
+ */
+void r2cc_mig_closed(struct r2cc_mig_qp *mq);
 /* The program destroys its QP: drop the backup (before the real destroy,
  * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);

@@ -215,6 +215,14 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 
 	R2CC_ENTER(ibv_modify_qp, ENOSYS, qp, attr, mask);
 	q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	/* A connection the program set up and now ends (not a QP it puts
+	 * through RESET before connecting it) */
+	if (q && q->mig && (mask & IBV_QP_STATE) &&
+	    (attr->qp_state == IBV_QPS_ERR ||
+	     attr->qp_state == IBV_QPS_RESET) &&
+	    (q->attr_mask & IBV_QP_STATE) && q->attr.qp_state >= IBV_QPS_RTR &&
+	    q->attr.qp_state <= IBV_QPS_SQE)
+		r2cc_mig_closed(q->mig);
 	if (q && q->mig && (mask & IBV_QP_STATE) &&
 	    attr->qp_state == IBV_QPS_RTS &&
 	    r2cc_mig_state(q->mig) == R2CC_PROT_MIGRATED) {

@@ -93,6 +93,46 @@ Test(failover, a_zero_length_rdma_write_after_the_move_needs_no_rkey,
 	cr_assert_eq(back.nsent, 1);
 }
 
+Test(failover, a_connection_the_program_ends_flushes_to_the_program,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+
+	post(1);
+	post(2);
+	/* rdma_disconnect: the program's QP to ERR. Its flushes are its
+	 * own, not a path's fault: delivered, nothing fenced or moved. */
+	r2cc_mig_closed(mq);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE);
+	cr_assert_eq(primary_wc(1, IBV_WC_WR_FLUSH_ERR), 1, "delivered");
+	cr_assert_eq(primary_wc(2, IBV_WC_WR_FLUSH_ERR), 1, "delivered");
+	cr_assert_neq(prim.state, IBV_QPS_ERR, "r2cc fenced nothing");
+	cr_assert_eq(back.nsent, 0);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, wc), 0);
+}
+
+Test(failover, a_moved_connection_the_program_ends_flushes_on_the_backup,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+
+	post(1);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	peer_says(R2CC_CTRL_FAILOVER, true, 0x500, 0);
+	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x500, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	cr_assert_eq(back.nsent, 1);
+	/* The work outstanding on the backup flushes there, and reaches the
+	 * program as its provider reports it. */
+	r2cc_mig_closed(mq);
+	cr_assert_eq(back.state, IBV_QPS_ERR);
+	add_wc(&bcq, 1, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, back.qp.qp_num);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, wc), 1);
+	cr_assert_eq(wc[0].wr_id, 1);
+	cr_assert_eq(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+	cr_assert_eq(wc[0].qp_num, prim.qp.qp_num);
+}
+
 Test(failover, work_the_peer_executed_completes_without_a_replay, .init = setup,
      .fini = teardown, .timeout = 20)
 {
