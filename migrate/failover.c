@@ -783,9 +783,15 @@ static void ring(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc)
 {
 	int ret;
 
-	/* Only into ERR: a recycled primary would send it. */
-	if (!mc || !mq->perr || !atomic_exchange(&mc->armed, 0))
+	if (!mc || !atomic_exchange(&mc->armed, 0))
 		return;
+	/* Only into ERR: a recycled primary would send it. */
+	if (!mq->perr) {
+		ret = r2cc_mig_bell_ring(mc);
+		if (ret)
+			atomic_store(&mc->armed, 1);
+		return;
+	}
 	/* A send when it lands on @mc: rxe flushes a send posted in ERR at
 	 * once (its post rings the kernel), a receive only when something
 	 * else runs the QP. */

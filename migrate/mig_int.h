@@ -44,6 +44,12 @@ struct r2cc_mig_cq {
 	struct r2cc_mig_qp *qps[R2CC_MIG_CQ_QPS];
 	struct ibv_cq *bcq[R2CC_MIG_CQ_QPS];
 	int nqps;
+	/* Its doorbell (bell.c), under lock; the program's CQ (borrowed) */
+	struct ibv_cq *cq;
+	struct ibv_pd *bell_pd;
+	struct ibv_qp *bell_qp;
+	_Atomic uint32_t bell_qpn; /* 0: none */
+	bool bell_failed; /* could not be made: not tried again */
 };
 
 enum r2cc_srq_where {
@@ -243,6 +249,10 @@ extern struct r2cc_mig_state ps;
 void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer);
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
+/* bell.c: raise @mc's completion event by a flush of its doorbell (made
+ * at the first ring; takes mc->lock, after a QP's): 0 or -errno */
+int r2cc_mig_bell_ring(struct r2cc_mig_cq *mc);
+
 /* failover.c: the channel's tick: fences that waited too long give up */
 void r2cc_mig_tick(void);
 void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq);

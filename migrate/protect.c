@@ -702,12 +702,13 @@ bool r2cc_mig_on(void)
 	return ps.on && r2cc_chan_running();
 }
 
-struct r2cc_mig_cq *r2cc_mig_cq_new(int cqe)
+struct r2cc_mig_cq *r2cc_mig_cq_new(struct ibv_cq *cq, int cqe)
 {
 	struct r2cc_mig_cq *mc = calloc(1, sizeof(*mc));
 
 	if (!mc)
 		return NULL;
+	mc->cq = cq;
 	/* Room for a full CQ of synthesised completions. */
 	mc->stash = r2cc_wcstash_new(cqe > 0 ? (uint32_t)cqe * 2 : 64);
 	if (!mc->stash) {
@@ -722,6 +723,7 @@ void r2cc_mig_cq_free(struct r2cc_mig_cq *mc)
 {
 	if (!mc)
 		return;
+	r2cc_mig_bell_free(mc);
 	r2cc_wcstash_free(mc->stash);
 	pthread_mutex_destroy(&mc->lock);
 	free(mc);

@@ -46,6 +46,9 @@ struct r2cc_mig_verbs {
 	struct ibv_srq *(*create_srq)(struct ibv_pd *pd,
 				      struct ibv_srq_init_attr *attr);
 	int (*destroy_srq)(struct ibv_srq *srq);
+	/* The doorbells' PDs, on the programs' contexts (NULL: no bell) */
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
+	int (*dealloc_pd)(struct ibv_pd *pd);
 };
 
 /* What migrate asks the shim. */
@@ -94,9 +97,15 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		   int nrail);
 void r2cc_mig_stop(void);
 bool r2cc_mig_on(void);
-/* A program CQ protected QPs may complete on (NULL: out of memory). */
-struct r2cc_mig_cq *r2cc_mig_cq_new(int cqe);
+/* A program CQ protected QPs may complete on (@cq: the program's, NULL
+ * in tests: no doorbell; NULL: out of memory). */
+struct r2cc_mig_cq *r2cc_mig_cq_new(struct ibv_cq *cq, int cqe);
 void r2cc_mig_cq_free(struct r2cc_mig_cq *mc);
+/* Before the program destroys its CQ: @mc's doorbell (bell.c), if it has
+ * one, goes (a QP on the CQ would keep it from being destroyed). */
+void r2cc_mig_bell_free(struct r2cc_mig_cq *mc);
+/* Is @wc the flush of @mc's doorbell (never the program's)? */
+bool r2cc_mig_bell_wc(struct r2cc_mig_cq *mc, const struct ibv_wc *wc);
 /*
  * The program created an SRQ (@attr as the provider returned it): its
  * receives are logged from now on, and the QPs made on it move with it.

@@ -146,6 +146,8 @@ void r2cc_shim_protect_start(void)
 		.ack_cq_events = r2cc_real.ibv_ack_cq_events,
 		.create_srq = r2cc_real.ibv_create_srq,
 		.destroy_srq = r2cc_real.ibv_destroy_srq,
+		.alloc_pd = r2cc_real.ibv_alloc_pd,
+		.dealloc_pd = r2cc_real.ibv_dealloc_pd,
 	};
 	const char *rail_if[R2CC_MAX_RAILS];
 	int r;
@@ -251,7 +253,7 @@ static struct r2cc_mig_cq *mig_cq(struct ibv_cq *cq)
 	}
 	mc = c->mc;
 	if (!mc) {
-		mc = r2cc_mig_cq_new(cq->cqe);
+		mc = r2cc_mig_cq_new(cq, cq->cqe);
 		c->mc = mc;
 	}
 	pthread_mutex_unlock(&r2cc_shim.lock);

@@ -254,6 +254,8 @@ static inline int r2cc_wc_judge(struct r2cc_ctx *c, struct r2cc_mig_cq *mcq,
 
 	if (p && p->mig)
 		return r2cc_mig_wc(p->mig, mcq, wc, behind);
+	if (wc->wr_id == R2CC_RING_WRID && mcq && r2cc_mig_bell_wc(mcq, wc))
+		return 0;
 	return behind && mcq && !r2cc_mig_stash(mcq, wc) ? 2 : 1;
 }
 

@@ -209,7 +209,7 @@ void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 	prim.qp.qp_num = 0x11;
 	back.qp.qp_num = 0x51;
 	nmade = 0;
-	mc = r2cc_mig_cq_new(16);
+	mc = r2cc_mig_cq_new(NULL, 16);
 	cr_assert(mc);
 	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, srq, NULL);
 	cr_assert(mq);

@@ -636,7 +636,7 @@ static void *resolve_later(void *arg)
 static void setup_nodes(void)
 {
 	start();
-	mc = r2cc_mig_cq_new(16);
+	mc = r2cc_mig_cq_new(NULL, 16);
 	cr_assert(mc);
 }
 

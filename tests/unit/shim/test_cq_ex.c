@@ -229,7 +229,7 @@ Test(cq_ex, what_migrate_stashed_comes_before_the_cq, .fini = unmake)
 	uint64_t ids[MAXW];
 
 	make(true);
-	q->mc = r2cc_mig_cq_new(16);
+	q->mc = r2cc_mig_cq_new(NULL, 16);
 	cr_assert_not_null(q->mc);
 	add(1, IBV_WC_SEND, 0);
 	add(2, IBV_WC_SEND, 0);
