@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * real.c - finds the real libibverbs entry points (by name and version, from
- * hooks.def), and interposes dlsym/dlvsym so that a program that loads
- * libibverbs by handle, as NCCL does, gets the shim's entry points too.
+ * hooks.def) and librdmacm's (rdmacm.c), and interposes dlsym/dlvsym so
+ * that a program that loads libibverbs by handle, as NCCL does, gets the
+ * shim's entry points too.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -66,6 +67,22 @@ int r2cc_real_resolve(void)
 #include "hooks.def"
 #undef R2CC_HOOK
 	return missing ? -ENOENT : 0;
+}
+
+/**
+ * r2cc_real_sym() - @name at version @ver in the loaded library @soname
+ * Return: its address, or NULL if that library is not loaded or lacks it.
+ * The library stays loaded from then on, so the address stays valid.
+ */
+void *r2cc_real_sym(const char *soname, const char *name, const char *ver)
+{
+	void *h;
+
+	pthread_once(&dl_once, dl_init);
+	if (!real_dlvsym)
+		return NULL;
+	h = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
+	return h ? real_dlvsym(h, name, ver) : NULL;
 }
 
 /* Our entry point for @name on the libibverbs handle @h, or NULL. */

@@ -153,6 +153,8 @@ extern struct r2cc_shim_state r2cc_shim;
 /* real.c, libc_sym.c */
 int r2cc_real_resolve(void);
 void *r2cc_libc_sym(const char *name);
+/* NULL: @soname not loaded, or without @name@@@ver */
+void *r2cc_real_sym(const char *soname, const char *name, const char *ver);
 /* init.c */
 void r2cc_shim_init(void);
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # symbols.sh SHIM HOOKS_DEF: the shim exports exactly the symbols of
 # hooks.def, each at the version hooks.def names, and libibverbs defines
-# each of them at that version too (so a versioned reference binds to us).
+# each of them at that version too (so a versioned reference binds to us),
+# and librdmacm's rdma_get_cm_event likewise.
 set -u
 shim=$1 def=$2
 ibv=$(ldconfig -p | awk '/libibverbs.so.1 .*x86-64/ { print $NF; exit }')
@@ -26,7 +27,14 @@ done
 for s in dlsym@@GLIBC_2.34 dlsym@GLIBC_2.2.5 dlvsym@@GLIBC_2.34 dlvsym@GLIBC_2.2.5; do
 	syms "$shim" | grep -qx "$s" || { echo "not exported: $s"; fail=1; }
 done
-extra=$(syms "$shim" | grep -vE '^(ibv_|dlsym@|dlvsym@)' | grep '@')
+# librdmacm's connection events, at the version librdmacm defines them
+cm=$(ldconfig -p | awk '/librdmacm.so.1 .*x86-64/ { print $NF; exit }')
+[ -n "$cm" ] || cm=/usr/lib/x86_64-linux-gnu/librdmacm.so.1
+for s in rdma_get_cm_event@@RDMACM_1.0; do
+	syms "$shim" | grep -qx "$s" || { echo "not exported: $s"; fail=1; }
+	syms "$cm" | grep -qx "$s" || { echo "librdmacm lacks $s"; fail=1; }
+done
+extra=$(syms "$shim" | grep -vE '^(ibv_|dlsym@|dlvsym@|rdma_get_cm_event@@RDMACM_1.0$)' | grep '@')
 [ -z "$extra" ] || { echo "unexpected exports: $extra"; fail=1; }
 echo "symbols: $n hooks checked against $ibv"
 [ $n -gt 20 ] || { echo "too few hooks parsed from $def"; fail=1; }
