@@ -214,6 +214,19 @@ static bool is_old(const struct r2cc_mig_qp *mq, int backup)
 
 /* ---- the program's posts ---- */
 
+static void refuse(struct r2cc_mig_qp *mq, const char *why);
+
+/* Does @wr's chain bind or invalidate a memory window? */
+static bool mw_op(const struct ibv_send_wr *wr)
+{
+	for (; wr; wr = wr->next)
+		if (wr->opcode == IBV_WR_BIND_MW ||
+		    wr->opcode == IBV_WR_LOCAL_INV ||
+		    wr->opcode == IBV_WR_SEND_WITH_INV)
+			return true;
+	return false;
+}
+
 int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad,
 		       int (*post)(struct ibv_qp *, struct ibv_send_wr *,
@@ -224,6 +237,10 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 
 	pthread_mutex_lock(&mq->lock);
 	mq->psend = post;
+	/* A window bound or invalidated cannot be replayed on another rail
+	 * (nor its rkey translated there): refused before it is posted. */
+	if (mq->logging && mw_op(wr))
+		refuse(mq, "it posts memory-window operations");
 	side = side_of(mq, mq->replayed);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
@@ -1382,6 +1399,22 @@ void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 	if (mq->on_backup && !mq->fenced && mq->bqp &&
 	    ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
 		r2cc_warn("QP %#x: backup not moved to ERR: %m", mq->qpn);
+	pthread_mutex_unlock(&mq->lock);
+}
+
+/* r2cc_mig_refuse(), mq lock held */
+static void refuse(struct r2cc_mig_qp *mq, const char *why)
+{
+	if (mq->logging && !mq->fenced)
+		give_up(mq, why, EOPNOTSUPP);
+	else
+		r2cc_mig_fail(mq, why);
+}
+
+void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why)
+{
+	pthread_mutex_lock(&mq->lock);
+	refuse(mq, why);
 	pthread_mutex_unlock(&mq->lock);
 }
 

@@ -183,6 +183,10 @@ void r2cc_mig_mr_gone(const void *pd, uint32_t rkey);
  * there flushes to the program.
  */
 void r2cc_mig_closed(struct r2cc_mig_qp *mq);
+/* r2cc cannot protect @mq from now on (@why: it or its PD uses memory
+ * windows): passthrough, said once (logged with @why); a move in flight
+ * is given up (the program sees the native errors). */
+void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why);
 /* The program destroys its QP: drop the backup (before the real destroy,
  * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);

@@ -71,8 +71,10 @@ R2CC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 		pthread_mutex_unlock(&r2cc_shim.lock);
 	}
 	/* Patch only once it can be found: the patched ops look it up. */
-	if (r2cc_obj_add(ctx, c, R2CC_OBJ_CTX, free))
+	if (r2cc_obj_add(ctx, c, R2CC_OBJ_CTX, free)) {
 		r2cc_ops_patch(c);
+		r2cc_mw_patch(c);
+	}
 	return ctx;
 }
 

@@ -4,6 +4,8 @@
  * program's PDs gets a shadow PD on every other rail of the same link
  * layer, and each MR is registered there too (eagerly: failover must not
  * pin memory), so that a connection can move without touching the program.
+ * Memory windows are not mirrored: a PD with one keeps its QPs
+ * unprotected, refused before any window is bound.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -293,4 +295,71 @@ R2CC_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 		r2cc_obj_del(mr, m, mr_free);
 	}
 	return ret;
+}
+
+/* ---- memory windows ---- */
+
+struct mw_refuse {
+	const struct ibv_pd *pd;
+	const char *why;
+};
+
+static void mw_visit(void *val, void *arg)
+{
+	struct r2cc_qp *q = val;
+	const struct mw_refuse *k = arg;
+
+	if (q->qp->pd == k->pd && q->mig)
+		r2cc_mig_refuse(q->mig, k->why);
+}
+
+static struct ibv_mw *dp_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct r2cc_ctx *c = r2cc_lookup(pd->context, R2CC_OBJ_CTX);
+	struct r2cc_pd *p = r2cc_lookup(pd, R2CC_OBJ_PD);
+	struct mw_refuse k = { pd, "memory windows on its PD" };
+	struct ibv_mw *mw;
+
+	if (!c || !c->alloc_mw) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	mw = c->alloc_mw(pd, type);
+	/* Before the program has it: nothing can have been bound yet. */
+	if (mw && p && !atomic_exchange(&p->has_mw, true))
+		r2cc_map_for_each(&r2cc_shim.qpn, mw_visit, &k);
+	return mw;
+}
+
+static int dp_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		      struct ibv_mw_bind *bind)
+{
+	struct r2cc_ctx *c = r2cc_lookup(qp->context, R2CC_OBJ_CTX);
+	struct r2cc_qp *q = r2cc_lookup(qp, R2CC_OBJ_QP);
+
+	if (!c || !c->bind_mw)
+		return EOPNOTSUPP;
+	/* The provider posts the bind itself, past r2cc's logs. */
+	if (q && q->mig)
+		r2cc_mig_refuse(q->mig, "it binds memory windows");
+	return c->bind_mw(qp, mw, bind);
+}
+
+bool r2cc_pd_has_mw(const struct ibv_pd *pd)
+{
+	struct r2cc_pd *p = r2cc_lookup(pd, R2CC_OBJ_PD);
+
+	return p && atomic_load(&p->has_mw);
+}
+
+void r2cc_mw_patch(struct r2cc_ctx *c)
+{
+	struct ibv_context *ctx = c->ctx;
+
+	c->alloc_mw = ctx->ops.alloc_mw;
+	c->bind_mw = ctx->ops.bind_mw;
+	if (c->alloc_mw)
+		ctx->ops.alloc_mw = dp_alloc_mw;
+	if (c->bind_mw)
+		ctx->ops.bind_mw = dp_bind_mw;
 }

@@ -265,6 +265,11 @@ void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
 {
 	if (q->rail < 0)
 		return;
+	if (r2cc_pd_has_mw(q->qp->pd)) {
+		r2cc_info("QP %#x unprotected: memory windows on its PD",
+			  q->qp->qp_num);
+		return;
+	}
 	q->mig = r2cc_mig_qp_new(q->qp, cap, sig_all, mig_cq(q->qp->send_cq),
 				 mig_cq(q->qp->recv_cq), srq, q->slot);
 }

@@ -71,6 +71,9 @@ struct r2cc_ctx {
 				       struct ibv_qp_init_attr_ex *attr);
 	struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *ctx,
 					  struct ibv_cq_init_attr_ex *attr);
+	struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
+	int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw,
+		       struct ibv_mw_bind *bind);
 };
 
 struct r2cc_pd {
@@ -78,6 +81,10 @@ struct r2cc_pd {
 	struct ibv_pd *pd; /* borrowed: the program's */
 	struct r2cc_ctx *ctx; /* borrowed */
 	struct ibv_pd *shadow[R2CC_MAX_RAILS]; /* owned; NULL: none */
+	/* The program allocated a memory window on it: its QPs are not
+	 * protected (their peers could not translate the window's rkey
+	 * after a move, nor r2cc replay a bind). */
+	_Atomic bool has_mw;
 };
 
 struct r2cc_mr {
@@ -292,6 +299,10 @@ bool r2cc_async_hidden(struct ibv_context *ctx,
 int r2cc_qp_rts(struct r2cc_qp *q);
 void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
 			 bool sig_all, struct r2cc_mig_srq *srq);
+/* pd_mr.c: memory windows: ops.alloc_mw and ops.bind_mw of @c patched;
+ * has @pd (the program's) had a window allocated on it? */
+void r2cc_mw_patch(struct r2cc_ctx *c);
+bool r2cc_pd_has_mw(const struct ibv_pd *pd);
 /* cq.c */
 struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq);
 #endif /* R2CC_SHIM_INT_H */

@@ -133,6 +133,31 @@ Test(failover, a_moved_connection_the_program_ends_flushes_on_the_backup,
 	cr_assert_eq(wc[0].qp_num, prim.qp.qp_num);
 }
 
+Test(failover, a_memory_window_operation_is_refused_before_it_is_posted,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct ibv_send_wr wr = { .wr_id = 9,
+				  .opcode = IBV_WR_LOCAL_INV,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .invalidate_rkey = 0x1234 },
+			   *bad;
+
+	post(1);
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	/* Unprotected before the provider had it: its completion, and the
+	 * ones before it, are the program's, as the provider reports them */
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE);
+	cr_assert_eq(prim.nsent, 2);
+	cr_assert_eq(primary_wc(1, IBV_WC_SUCCESS), 1, "delivered");
+	cr_assert_eq(primary_wc_of(9, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV, false),
+		     1, "delivered");
+	post(3);
+	cr_assert_eq(primary_wc(3, IBV_WC_RETRY_EXC_ERR), 1,
+		     "the native error: no move");
+	cr_assert_neq(prim.state, IBV_QPS_ERR, "r2cc fenced nothing");
+	cr_assert_eq(back.nsent, 0);
+}
+
 Test(failover, work_the_peer_executed_completes_without_a_replay, .init = setup,
      .fini = teardown, .timeout = 20)
 {
