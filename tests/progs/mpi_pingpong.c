@@ -17,8 +17,11 @@
  *
  * (msgs, bytes: received and checked, all ranks; checksum: of every word
  * received, all ranks) and exits non-zero on any mismatch on any rank.
+ * With -a, every iteration also MPI_Allreduce()s (MPI_SUM) a buffer of
+ * every size and checks each word of the result against the sum of what
+ * every rank must have contributed (counted in msgs and bytes too).
  *
- * usage: mpi_pingpong [-t SECONDS] [-n MIN_ITERS] [-s SIZE,SIZE,...]
+ * usage: mpi_pingpong [-a] [-t SECONDS] [-n MIN_ITERS] [-s SIZE,SIZE,...]
  */
 #include <inttypes.h>
 #include <mpi.h>
@@ -106,6 +109,32 @@ static long check_msg(int rank, int from, long it, int msg, const uint64_t *buf,
 	return errors;
 }
 
+/* Check the MPI_SUM of buffer MSG of iteration IT over NRANKS ranks;
+ * returns the mismatches. */
+static long check_sum(int rank, int nranks, long it, int msg,
+		      const uint64_t *buf, size_t words, uint64_t *sum)
+{
+	long errors = 0;
+	uint64_t want;
+	size_t i;
+	int r;
+
+	for (i = 0; i < words; i++) {
+		*sum = (*sum ^ buf[i]) * 0x100000001b3ull;
+		for (want = 0, r = 0; r < nranks; r++)
+			want += pp_value(r, it, msg, i);
+		if (buf[i] == want)
+			continue;
+		if (errors < 5)
+			fprintf(stderr,
+				"mpi_pingpong: rank %d iter %ld allreduce %d "
+				"[%zu] = %#" PRIx64 ", want %#" PRIx64 "\n",
+				rank, it, msg, i, buf[i], want);
+		errors++;
+	}
+	return errors;
+}
+
 int main(int argc, char **argv)
 {
 	char def[] = "64,4096,65536,1048576";
@@ -115,7 +144,7 @@ int main(int argc, char **argv)
 	long min_iters = 10, it, errors = 0, total_errors = 0;
 	long counts[2] = { 0, 0 }, totals[2];
 	double seconds = 20, start, last;
-	int rank, nranks, peer, nsizes, opt, m, go, got;
+	int rank, nranks, peer, nsizes, opt, m, go, got, allreduce = 0;
 	MPI_Request req[2 * MAX_SIZES];
 	MPI_Status st[2 * MAX_SIZES];
 	char host[64] = "?";
@@ -124,8 +153,11 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 	nsizes = parse_sizes(def, words);
-	while ((opt = getopt(argc, argv, "t:n:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "at:n:s:")) != -1) {
 		switch (opt) {
+		case 'a':
+			allreduce = 1;
+			break;
 		case 't':
 			seconds = (double)arg_long(optarg, "time");
 			break;
@@ -138,7 +170,7 @@ int main(int argc, char **argv)
 		default:
 			if (rank == 0)
 				fprintf(stderr,
-					"usage: mpi_pingpong [-t SECONDS] "
+					"usage: mpi_pingpong [-a] [-t SECONDS] "
 					"[-n MIN_ITERS] [-s SIZE,...]\n");
 			MPI_Finalize();
 			return 2;
@@ -186,6 +218,15 @@ int main(int argc, char **argv)
 			MPI_Get_count(&st[2 * m], MPI_UINT64_T, &got);
 			errors += check_msg(rank, peer, it, m, rbuf[m],
 					    words[m], got, &sum);
+			counts[0]++;
+			counts[1] += (long)(words[m] * 8);
+		}
+		for (m = 0; allreduce && m < nsizes; m++) {
+			memset(rbuf[m], 0xa5, words[m] * 8);
+			MPI_Allreduce(sbuf[m], rbuf[m], (int)words[m],
+				      MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+			errors += check_sum(rank, nranks, it, m, rbuf[m],
+					    words[m], &sum);
 			counts[0]++;
 			counts[1] += (long)(words[m] * 8);
 		}
