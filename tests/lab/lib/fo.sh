@@ -203,8 +203,9 @@ cov_check() {
 # across a pull of node b's rail-0 cable some seconds into the run; r2cc
 # must have protected the job's RC QPs and moved them, on both nodes.
 # With MPI_BASE=1, the same job and fault without r2cc: the job must die
-# or hang (bounded). Debian's openib BTL cannot run on RoCE (its only
-# connection manager, udcm, is InfiniBand-only).
+# or hang (bounded). MPI_PP_ARGS: more mpi_pingpong options (sizes, -a).
+# Debian's openib BTL cannot run on RoCE (its only connection manager,
+# udcm, is InfiniBand-only).
 mpi_fo() {
 	local name=$1 log=$LAB/$NODE.$1.log out=$LAB/a.$1.out
 	local net rc start dt line bound=300
@@ -236,7 +237,8 @@ mpi_fo() {
 		log "$name: mpirun $*"
 		bounded $bound mpirun --allow-run-as-root -np 2 \
 			--host node-a:1,node-b:1 --mca oob_tcp_if_include "$net" \
-			-x PMIX_MCA_gds "$@" "$LAB/$name.rank" -t 30 > "$out" 2>&1
+			-x PMIX_MCA_gds "$@" "$LAB/$name.rank" -t 30 ${MPI_PP_ARGS:-} \
+			> "$out" 2>&1
 		rc=$?
 		dt=$(($(date +%s) - start))
 		line=$(grep '^mpi_pingpong: ranks=' "$out")

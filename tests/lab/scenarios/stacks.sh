@@ -5,14 +5,16 @@
 # ibv_start_poll/ibv_next_poll/ibv_end_poll, ibv_wc_read_*); NCCL's verbs
 # pattern (r2cc-nccl); Open MPI over UCX rc_verbs (its QPs on an SRQ, UD
 # beside them for wire-up) with rendezvous by RDMA WRITE (put_zcopy) and
-# by RDMA READ (get_zcopy), eager sizes too; Open MPI over libfabric's
-# verbs;ofi_rxm with rxm's own rendezvous (RDMA READ). For r2cc-nccl and
-# the MPI jobs r2cc-ctl shows every connected RC QP protected before the
-# fault and moved after it; without r2cc the same fault kills them
-# (bounded). UCX asserts before each post that its QP's state field says
-# RTS, so r2cc's fence must not show there. Prints per case the bytes
-# verified, RC QPs protected/total and WRs replayed.
-# lab-timeout: 1500
+# by RDMA READ (get_zcopy), eager sizes too, point to point and allreduce; Open MPI over libfabric's
+# verbs;ofi_rxm with rxm's own rendezvous (RDMA READ); rdma_cm programs:
+# rping, and rstream over rsockets. For each r2cc-ctl shows every
+# connected RC QP protected before the fault and moved after it; without
+# r2cc the same fault kills NCCL's pattern and the MPI jobs (bounded).
+# UCX asserts before each post that its QP's state field says RTS, so
+# r2cc's fence must not show there; the kernel's rdma_cm reports a dead
+# rail on the connection, so r2cc must keep that from the program. Prints
+# per case the bytes verified, RC QPs protected/total and WRs replayed.
+# lab-timeout: 1800
 
 . "$REPO/tests/lab/lib/fo.sh"
 
@@ -68,6 +70,96 @@ R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 nccl_case stacks.nccl ok "$R2CC "
 nccl_case stacks.nccl.base fail ""
 
+# rdma_cm programs (the kernel's rdma_cm connects them, on rail 0's
+# addresses): rping (-V: every ping's data checked; each one printed, and
+# counted), and rstream over rsockets (-T v: every byte checked; its own
+# rdma_cm ids, synchronous, the channel read by rsockets' own thread).
+# Rail 0's cable on b is pulled 3 s after the QP is protected and put back
+# 35 s later; b pings a's rail-0 address once it is down, as anything on
+# the node may, so its neighbour entry fails and the kernel's rdma_cm
+# reports the connection UNREACHABLE: r2cc must keep that from the
+# program, whose QP it moved. The pair ends normally, every RC QP
+# protected before the fault and moved after it.
+# cm_case NAME SERVER CLIENT
+cm_case() {
+	local name=$1 srv=$2 cli=$3 log=$LAB/$NODE.$1.log n
+	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
+	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+	rm -f "$LAB/$name.fault"
+	barrier "$name.start" 120
+	if [ "$NODE" = b ]; then
+		fault_after "$log" 'protected: backup QP' 120 3 "$name" \
+			fault_flap 0 "down 35 up 0"
+		(
+			for i in $(seq 1800); do
+				[ -e "$LAB/$name.fault" ] && break
+				sleep 0.1
+			done
+			busybox ping -c 6 -W 1 "$(rail_ip a 0)" > /dev/null 2>&1
+		) &
+	fi
+	cov_watch "$name" "$log" 'protected: backup QP'
+	pair "$name" ok 300 - "$R2CC $srv" "$R2CC $cli"
+	[ "$NODE" = b ] && rail0_back
+	cov_check "$name"
+	grep -q 'moved to backup QP' "$log" &&
+		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
+		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed' "$log" | head -3)"
+	# what the program checked: rping's pings (64 bytes each), rstream's
+	# total (both ways)
+	metric "$name.$NODE.verified" "$(sed -n 's/^pings=\([0-9]*\)/\1 pings of 64 bytes/p; s/^custom *[^ ]* *[^ ]* *[^ ]* *\([^ ]*\).*/\1 bytes/p' "$LAB/$NODE.$name.out")"
+	metric "$name.$NODE.cm_events_hidden" "$(grep -c 'UNREACHABLE.*not shown' "$log")"
+	metric "$name.$NODE.wrs_replayed" "$(sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+	if [ "$NODE" = b ]; then
+		n=$(grep -c 'UNREACHABLE.*not shown' "$log")
+		[ "$n" -gt 0 ] &&
+			check pass "$name.cm_event" "$(grep -m1 'UNREACHABLE' "$log" | cut -d: -f4-)" ||
+			check fail "$name.cm_event" "the kernel's rdma_cm reported nothing r2cc hid"
+	fi
+	barrier "$name.cleared" 120
+}
+A0=$(rail_ip a 0)
+# rping returns 0 on a disconnect too: every ping must have been made.
+cm_case stacks.rping "rping -s -a $A0 -C 12000 -V" \
+	"rping -c -a $A0 -C 12000 -V -v > /tmp/rping.out &&
+	n=\$(grep -c '^ping data' /tmp/rping.out) && echo pings=\$n &&
+	[ \$n = 12000 ]"
+cm_case stacks.rsockets "rstream -b $A0 -T v -S 65536 -C 6000 -I 1" \
+	"rstream -s $A0 -T v -S 65536 -C 6000 -I 1"
+
+# Memory windows (tests/progs/mw_probe, on a's rail 0 alone: two QPs on
+# two PDs connected to each other): a window bound, written through and
+# invalidated by the peer's SEND_WITH_INV, then a write through it
+# refused. r2cc cannot move windows and refuses them before any is
+# bound: the QPs of the window's PD once it is allocated, the sender's
+# when it posts the invalidation. The program's every step must come out
+# as without r2cc, and r2cc must never lose a QP's protection half-way.
+if [ "$NODE" = a ]; then
+	m="$BUILD/tests/progs/mw_probe $(rail_ibdev 0) 1"
+	log=$LAB/a.stacks.mw.log
+	bounded 60 $m > "$LAB/a.stacks.mw.native.out" 2>&1
+	rc1=$?
+	LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log \
+		R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev) \
+		bounded 60 $m > "$LAB/a.stacks.mw.r2cc.out" 2>&1
+	rc2=$?
+	if [ $rc1 = 0 ] && [ $rc2 = 0 ] &&
+		cmp -s "$LAB/a.stacks.mw.native.out" "$LAB/a.stacks.mw.r2cc.out"; then
+		check pass stacks.mw.same "$(grep -c . "$LAB/a.stacks.mw.r2cc.out") steps, as without r2cc"
+	else
+		check fail stacks.mw.same "exit $rc1/$rc2: $(tr '\n' ' ' < "$LAB/a.stacks.mw.r2cc.out" | cut -c1-300)"
+	fi
+	if grep -q 'protected: backup QP' "$log" &&
+		grep -q 'memory windows on its PD' "$log" &&
+		grep -q 'posts memory-window operations' "$log" &&
+		! grep -q 'does not know' "$log"; then
+		check pass stacks.mw.refused "$(grep -c 'protected: backup QP' "$log") QPs protected, then refused: $(grep -o 'memory windows on its PD\|posts memory-window operations' "$log" | sort | uniq -c | tr -s ' \n' ' ')"
+	else
+		check fail stacks.mw.refused "$(grep -E 'protected|memory|does not know' "$log" | head -4 | cut -c1-160 | tr '\n' ' ')"
+	fi
+fi
+barrier stacks.mw.done 180
+
 . "$REPO/tests/lab/lib/mpi.sh"
 # libfabric: pml cm, mtl ofi, provider verbs;ofi_rxm, one RC QP per peer
 # made through rdma_cm, with its own receive queue (FI_OFI_RXM_USE_SRX=0),
@@ -76,11 +168,14 @@ nccl_case stacks.nccl.base fail ""
 RXM=(--mca btl self --mca pml cm --mca mtl ofi
 	--mca mtl_ofi_provider_include 'verbs;ofi_rxm'
 	-x FI_OFI_RXM_USE_SRX=0 -x FI_UNIVERSE_SIZE=8)
+# UCX: every size from 8 B (eager) to 4 MiB (rendezvous), point to point
+# and MPI_Allreduce, each word checked.
+UCX_PP="-a -s 8,64,4096,65536,1048576,4194304"
 if mpi_setup mpi_pingpong; then
-	mpi_fo stacks.ucx "${MPI_UCX[@]}"
+	MPI_PP_ARGS=$UCX_PP mpi_fo stacks.ucx "${MPI_UCX[@]}"
 	mpi_fo stacks.ucx_get \
 		"${MPI_UCX[@]/UCX_RNDV_SCHEME=put_zcopy/UCX_RNDV_SCHEME=get_zcopy}"
 	mpi_fo stacks.rxm "${RXM[@]}"
-	MPI_BASE=1 mpi_fo stacks.ucx.base "${MPI_UCX[@]}"
+	MPI_BASE=1 MPI_PP_ARGS=$UCX_PP mpi_fo stacks.ucx.base "${MPI_UCX[@]}"
 	MPI_BASE=1 mpi_fo stacks.rxm.base "${RXM[@]}"
 fi
