@@ -794,7 +794,8 @@ int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
  * r2cc stashed). If the program armed @mc since the last ring, a
  * zero-length WR posted on @mq's primary, which is in ERR, flushes at once
  * into @mc and raises the event; the flush itself is dropped when polled
- * (R2CC_RING_WRID). One ring per arming: the CQ never fills with them.
+ * (R2CC_RING_WRID). A primary a move back recycled rings @mc's doorbell
+ * instead (bell.c). One ring per arming: the CQ never fills with them.
  */
 static void ring(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc)
 {
