@@ -66,6 +66,7 @@ int events_main(int argc, char **argv);
 int fault_main(int argc, char **argv);
 int stats_main(int argc, char **argv);
 int watch_main(int argc, char **argv);
+int secret_main(int argc, char **argv);
 
 /*
  * The fault injector's kernel side (r2cc-ctl(8), fault): fault_tc.c with

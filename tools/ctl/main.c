@@ -21,6 +21,7 @@ static const struct ctl_cmd objects[] = {
 	{ "watch", watch_main, "live per-rail traffic rates and QP counts" },
 	{ "fault", fault_main, "inject RoCEv2 packet loss on a rail (eBPF)" },
 	{ "config", config_main, "check a configuration" },
+	{ "secret", secret_main, "make a job secret" },
 	{ 0 },
 };
 

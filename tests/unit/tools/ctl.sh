@@ -188,5 +188,22 @@ t fault-unknown-cmd 1 "$ctl" fault frob && has "$err" "unknown word"
 if [ "$bpf" = nobpf ]; then
 	t fault-nobpf 5 "$ctl" fault show && has "$err" "built without the fault injector"
 fi
+
+# secret new: 64 hex characters, mode 0600, never over an existing file
+# nor through a symbolic link; two secrets differ.
+t secret-new 0 "$ctl" secret new "$tmp/s1" && has "$out" "R2CC_SECRET_FILE"
+[ "$(stat -c %a "$tmp/s1")" = 600 ] || { echo "FAIL secret-new: mode $(stat -c %a "$tmp/s1")"; fail=1; }
+grep -qxE '[0-9a-f]{64}' "$tmp/s1" && [ "$(stat -c %s "$tmp/s1")" = 64 ] ||
+	{ echo "FAIL secret-new: $(head -c 100 "$tmp/s1")"; fail=1; }
+cp "$tmp/s1" "$tmp/s1.was"
+t secret-exists 1 "$ctl" secret new "$tmp/s1" && has "$err" "not overwritten"
+cmp -s "$tmp/s1" "$tmp/s1.was" || { echo "FAIL secret-exists: changed"; fail=1; }
+ln -s "$tmp/s3" "$tmp/link"
+t secret-symlink 1 "$ctl" secret new "$tmp/link"
+[ ! -e "$tmp/s3" ] || { echo "FAIL secret-symlink: followed"; fail=1; }
+t secret-new2 0 "$ctl" secret new "$tmp/s2"
+cmp -s "$tmp/s1" "$tmp/s2" && { echo "FAIL secret-new2: the same secret twice"; fail=1; }
+t secret-usage 1 "$ctl" secret new && has "$err" "usage: r2cc-ctl secret new FILE"
+t secret-nodir 1 "$ctl" secret new "$tmp/no/such/dir" && has "$err" "No such file"
 echo "ctl: $n cases"
 exit $fail
