@@ -214,7 +214,14 @@ static bool is_old(const struct r2cc_mig_qp *mq, int backup)
 
 /* ---- the program's posts ---- */
 
-static void refuse(struct r2cc_mig_qp *mq, const char *why);
+/* r2cc_mig_refuse(), mq lock held */
+static void refuse(struct r2cc_mig_qp *mq, const char *why)
+{
+	if (mq->logging && !mq->fenced)
+		give_up(mq, why, EOPNOTSUPP);
+	else
+		r2cc_mig_fail(mq, why);
+}
 
 /* Does @wr's chain bind or invalidate a memory window? */
 static bool mw_op(const struct ibv_send_wr *wr)
@@ -1401,15 +1408,6 @@ void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 	    ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
 		r2cc_warn("QP %#x: backup not moved to ERR: %m", mq->qpn);
 	pthread_mutex_unlock(&mq->lock);
-}
-
-/* r2cc_mig_refuse(), mq lock held */
-static void refuse(struct r2cc_mig_qp *mq, const char *why)
-{
-	if (mq->logging && !mq->fenced)
-		give_up(mq, why, EOPNOTSUPP);
-	else
-		r2cc_mig_fail(mq, why);
 }
 
 void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why)

@@ -12,7 +12,6 @@
  * PLT (rsockets, and rdma_cm's own synchronous mode), so those come here
  * too.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
