@@ -91,7 +91,7 @@ gen_fo() {
 	# r2cc's own account, on this node
 	if grep -q 'moved to backup QP' "$log"; then
 		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')"
-		metric "$name.$NODE.wrs_replayed" "$(sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+		metric "$name.$NODE.wrs_replayed" "$(wrs_replayed "$log")"
 		metric "$name.$NODE.bytes_resent" "$(sed -n 's/.*replayed (\([0-9]*\) bytes).*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
 		# fault (the faulting node's clock) -> first completion on a
 		# backup (this node's), the slowest QP; the VMs' clocks both
@@ -105,6 +105,23 @@ gen_fo() {
 	else
 		check fail "$name.moved" "$(grep -E 'fenced|failover|unprotected|failed' "$log" | head -3)"
 	fi
+}
+
+# wrs_replayed LOG: the WRs r2cc replayed, all moves in LOG together.
+wrs_replayed() {
+	sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' "$1" |
+		awk '{ s += $1 } END { print s + 0 }'
+}
+
+# moved_check NAME LOG [WHY]: NAME.moved passes when r2cc's LOG shows a
+# QP moved to its backup; else it fails with LOG's first lines matching
+# WHY (an extended regex; default: fences, refusals and failures).
+moved_check() {
+	local name=$1 log=$2 why=${3:-fenced|unprotected|failed}
+
+	grep -q 'moved to backup QP' "$log" &&
+		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
+		check fail "$name.moved" "$(grep -E "$why" "$log" | head -3)"
 }
 
 STALL=10
@@ -137,9 +154,7 @@ prog_fo() {
 	fi
 	pair "$name" ok 240 18515 "$R2CC $srv" "$R2CC $cli \$SERVER"
 	[ "$NODE" = b ] && rail0_back
-	grep -q 'moved to backup QP' "$log" &&
-		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
-		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed|protected' "$log" | head -3)"
+	moved_check "$name" "$log" 'fenced|unprotected|failed|protected'
 	barrier "$name.cleared" 120
 }
 
@@ -266,7 +281,7 @@ mpi_fo() {
 		grep -q 'moved to backup QP' "$log" &&
 			check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')" ||
 			check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed|abandoned' "$log" | head -3)"
-		metric "$name.$NODE.wrs_replayed" "$(sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+		metric "$name.$NODE.wrs_replayed" "$(wrs_replayed "$log")"
 	fi
 	barrier "$name.cleared" 120
 }

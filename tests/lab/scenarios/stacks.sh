@@ -59,9 +59,7 @@ nccl_case() {
 	fi
 	if [ "$expect" = ok ]; then
 		cov_check "$name"
-		grep -q 'moved to backup QP' "$LAB/$NODE.$name.log" &&
-			check pass "$name.moved" "$(grep -c 'moved to backup QP' "$LAB/$NODE.$name.log") QPs moved" ||
-			check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed' "$LAB/$NODE.$name.log" | head -3)"
+		moved_check "$name" "$LAB/$NODE.$name.log"
 	fi
 	barrier "$name.cleared" 120
 }
@@ -102,14 +100,12 @@ cm_case() {
 	pair "$name" ok 300 - "$R2CC $srv" "$R2CC $cli"
 	[ "$NODE" = b ] && rail0_back
 	cov_check "$name"
-	grep -q 'moved to backup QP' "$log" &&
-		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
-		check fail "$name.moved" "$(grep -E 'fenced|unprotected|failed' "$log" | head -3)"
+	moved_check "$name" "$log"
 	# what the program checked: rping's pings (64 bytes each), rstream's
 	# total (both ways)
 	metric "$name.$NODE.verified" "$(sed -n 's/^pings=\([0-9]*\)/\1 pings of 64 bytes/p; s/^custom *[^ ]* *[^ ]* *[^ ]* *\([^ ]*\).*/\1 bytes/p' "$LAB/$NODE.$name.out")"
 	metric "$name.$NODE.cm_events_hidden" "$(grep -c 'UNREACHABLE.*not shown' "$log")"
-	metric "$name.$NODE.wrs_replayed" "$(sed -n 's/.*: \([0-9]*\) WRs replayed.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')"
+	metric "$name.$NODE.wrs_replayed" "$(wrs_replayed "$log")"
 	if [ "$NODE" = b ]; then
 		n=$(grep -c 'UNREACHABLE.*not shown' "$log")
 		[ "$n" -gt 0 ] &&
