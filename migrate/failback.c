@@ -59,7 +59,7 @@ static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	mq->fb.peer_recovered = false;
 	mq->fb.ready = mq->fb.peer_ready = false;
-	mq->fb.peer_psn = R2CC_FB_NO_ROUND; /* a late READY of it is stale */
+	mq->fb.peer_psn = R2CC_PSN_NONE; /* a late READY of it is stale */
 	mq->fb.not_before_ns = now + ps.failback_hold_ms * 1000000ULL;
 }
 
@@ -176,7 +176,7 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
  * its SRQ would have to move back whole (not built; it stays). */
 static bool settled(const struct r2cc_mig_qp *mq)
 {
-	return mq->logging && mq->on_backup && !mq->fenced && mq->peer &&
+	return mq->life == R2CC_LIFE_RUN && mq->on_backup && mq->peer &&
 	       !mq->srq && r2cc_mig_state(mq) == R2CC_PROT_MIGRATED;
 }
 

@@ -33,10 +33,17 @@ static bool consumes_recv(enum ibv_wr_opcode op)
 	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
-/* Logging stops for good: the QP runs as if r2cc were not there. */
+static void abandon(struct r2cc_mig_qp *mq, const char *why);
+
+/* Logging stops for good: the QP runs as if r2cc were not there (a move
+ * that has replayed nothing yet is abandoned). */
 static void give_up(struct r2cc_mig_qp *mq, const char *why, int err)
 {
-	if (!mq->logging)
+	if (mq->life == R2CC_LIFE_FENCED || mq->life == R2CC_LIFE_RECVS) {
+		abandon(mq, why);
+		return;
+	}
+	if (!r2cc_mig_logs(mq))
 		return;
 	r2cc_mig_stop_logging(mq);
 	r2cc_warn("QP %#x: %s (%s): unprotected from now on", mq->qpn, why,
@@ -170,17 +177,15 @@ static int primary_recv(struct r2cc_mig_qp *mq, const struct ibv_recv_wr *wr)
 
 /*
  * Where the program's sends (receives) go now: 0 the primary, 1 the
- * backup, -1 nowhere yet (fenced, and that direction not moved yet:
- * @moved is replayed or reposted; logged, and posted by the move). A QP
- * no longer logging stays where it was.
+ * backup, -1 nowhere yet (moving, and that direction not moved yet:
+ * @moved says it is; logged, and posted by the move). A QP no longer
+ * logging stays where it was.
  */
 static int side_of(const struct r2cc_mig_qp *mq, bool moved)
 {
-	if (!mq->fenced)
+	if (!r2cc_mig_moving(mq))
 		return mq->on_backup;
-	if (moved)
-		return !mq->on_backup;
-	return mq->logging ? -1 : mq->on_backup;
+	return moved ? !mq->on_backup : -1;
 }
 
 /* The program's CQ a completion of @mq belongs to. */
@@ -198,10 +203,10 @@ static void trace_wc(struct r2cc_mig_qp *mq, const char *what,
 	if (!R2CC_DATAPATH_DEBUG || !mq->dbg_left)
 		return;
 	mq->dbg_left--;
-	r2cc_dbg_dp("QP %#x: %s wr_id %#llx op %d status %d (fenced %d "
-		    "backup %d replayed %d) at %llu",
+	r2cc_dbg_dp("QP %#x: %s wr_id %#llx op %d status %d (%s, backup "
+		    "%d) at %llu",
 		    mq->qpn, what, (unsigned long long)wc->wr_id, wc->opcode,
-		    wc->status, mq->fenced, mq->on_backup, mq->replayed,
+		    wc->status, r2cc_mig_life_name(mq->life), mq->on_backup,
 		    (unsigned long long)r2cc_mig_now_ns());
 }
 
@@ -209,7 +214,8 @@ static void trace_wc(struct r2cc_mig_qp *mq, const char *what,
  * retired one, whose completions the move covers? */
 static bool is_old(const struct r2cc_mig_qp *mq, int backup)
 {
-	return mq->fenced ? backup == mq->on_backup : backup != mq->on_backup;
+	return r2cc_mig_moving(mq) ? backup == mq->on_backup :
+				     backup != mq->on_backup;
 }
 
 /* ---- the program's posts ---- */
@@ -217,7 +223,7 @@ static bool is_old(const struct r2cc_mig_qp *mq, int backup)
 /* r2cc_mig_refuse(), mq lock held */
 static void refuse(struct r2cc_mig_qp *mq, const char *why)
 {
-	if (mq->logging && !mq->fenced)
+	if (mq->life == R2CC_LIFE_RUN)
 		give_up(mq, why, EOPNOTSUPP);
 	else
 		r2cc_mig_fail(mq, why);
@@ -246,14 +252,14 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	mq->psend = post;
 	/* A window bound or invalidated cannot be replayed on another rail
 	 * (nor its rkey translated there): refused before it is posted. */
-	if (mq->logging && mw_op(wr))
+	if (r2cc_mig_logs(mq) && mw_op(wr))
 		refuse(mq, "it posts memory-window operations");
-	side = side_of(mq, mq->replayed);
+	side = side_of(mq, mq->life == R2CC_LIFE_SENDS);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
 		if (ret)
 			stop = *bad;
-		if (!mq->logging)
+		if (!r2cc_mig_logs(mq))
 			goto out;
 	}
 	for (w = wr; w && w != stop; w = w->next) {
@@ -262,7 +268,7 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 			ret = -err;
 			break;
 		}
-		if (!mq->logging)
+		if (!r2cc_mig_logs(mq))
 			continue;
 		err = r2cc_sendlog_append(mq->slog, w);
 		if (err) {
@@ -292,12 +298,12 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 
 	pthread_mutex_lock(&mq->lock);
 	mq->precv = post;
-	side = side_of(mq, mq->reposted);
+	side = side_of(mq, mq->life == R2CC_LIFE_RECVS);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
 		if (ret)
 			stop = *bad;
-		if (!mq->logging)
+		if (!r2cc_mig_logs(mq))
 			goto out;
 	}
 	for (w = wr; w && w != stop; w = w->next) {
@@ -306,7 +312,7 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 			ret = -err;
 			break;
 		}
-		if (!mq->logging)
+		if (!r2cc_mig_logs(mq))
 			continue;
 		err = r2cc_recvlog_append(mq->rlog, w);
 		if (err == 1) {
@@ -469,8 +475,10 @@ static bool owes(const struct r2cc_mig_qp *mq)
 
 void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq)
 {
-	mq->logging = false;
-	mq->draining = mq->slog && owes(mq);
+	if (!r2cc_mig_logs(mq))
+		return;
+	if (r2cc_mig_step(mq, R2CC_MEV_STOP) && !(mq->slog && owes(mq)))
+		r2cc_mig_step(mq, R2CC_MEV_DRAINED);
 }
 
 /* The log is done with (lock held): everything it still owes completes
@@ -507,10 +515,11 @@ static int drain_wc(struct r2cc_mig_qp *mq, const struct ibv_wc *wc,
 	if (wc->status == IBV_WC_SUCCESS &&
 	    r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode) >= 0) {
 		keep = send_ok(mq, wc, behind);
-		mq->draining = owes(mq);
+		if (!owes(mq))
+			r2cc_mig_step(mq, R2CC_MEV_DRAINED);
 		return keep;
 	}
-	mq->draining = false;
+	r2cc_mig_step(mq, R2CC_MEV_DRAINED);
 	if (wc->status != IBV_WC_SUCCESS) {
 		keep = behind ? stash_behind(mq, mq->scq, wc) : 1;
 		settle(mq, true);
@@ -627,8 +636,8 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	if (wc->wr_id == R2CC_RING_WRID)
 		return 0; /* r2cc's own: see ring() */
 	pthread_mutex_lock(&mq->lock);
-	if (!mq->logging) {
-		if (mq->draining && !recv) {
+	if (!r2cc_mig_logs(mq)) {
+		if (mq->life == R2CC_LIFE_DRAIN && !recv) {
 			keep = drain_wc(mq, wc, behind);
 			goto traced;
 		}
@@ -664,7 +673,7 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 		r2cc_info("QP %#x: %s: failing over", mq->qpn,
 			  ibv_wc_status_str(wc->status));
 		fence(mq, R2CC_CTRL_WHY_CQ_ERROR);
-		if (mq->fenced) {
+		if (r2cc_mig_moving(mq)) {
 			hold(mq, mc, wc);
 			keep = 0;
 		}
@@ -704,10 +713,10 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 		return 0;
 	}
 	wc->qp_num = mq->qpn;
-	if (!mq->logging) {
+	if (!r2cc_mig_logs(mq)) {
 		/* Abandoned, or logging stopped: as the provider said it,
 		 * after what the log still owes. */
-		if (mq->draining && !(wc->opcode & IBV_WC_RECV))
+		if (mq->life == R2CC_LIFE_DRAIN && !(wc->opcode & IBV_WC_RECV))
 			got = drain_wc(mq, wc, false) == 1 ? 1 : -1;
 	} else if (is_old(mq, 1)) {
 		got = old_wc(mq, prog_cq(mq, wc), wc) ? 1 : -1;
@@ -1009,20 +1018,21 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 	struct r2cc_recvlog_stats rs;
 	const struct r2cc_sendlog_ent *e;
 	const struct r2cc_recvlog_ent *r;
+	bool back = r2cc_mig_back(mq);
 	struct ibv_qp_attr a;
 	uint32_t i;
 
-	if (!mq->logging || mq->replayed)
+	if (mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_RECVS)
 		return;
 	r2cc_err("QP %#x: %s abandoned (%s): the program sees the native "
 		 "errors",
-		 mq->qpn, mq->back ? "failback" : "failover", why);
+		 mq->qpn, back ? "failback" : "failover", why);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_ERR;
 	if (new_qp(mq) && ps.v.modify_qp(new_qp(mq), &a, IBV_QP_STATE))
 		r2cc_warn("QP %#x: %s not moved to ERR", mq->qpn,
-			  mq->back ? "primary" : "backup");
-	else if (mq->back)
+			  back ? "primary" : "backup");
+	else if (back)
 		mq->perr = true;
 	r2cc_mig_give_back(mq);
 	r2cc_sendlog_get_stats(mq->slog, &ss);
@@ -1034,32 +1044,27 @@ static void abandon(struct r2cc_mig_qp *mq, const char *why)
 		if ((r = r2cc_recvlog_peek(mq->rlog, i)))
 			synth_recv(mq, &r->wr);
 	r2cc_mig_wake(mq); /* after the last push: a sleeper sees all */
-	mq->logging = false;
-	atomic_fetch_sub(&ps.waiting, 1);
+	r2cc_mig_step(mq, R2CC_MEV_ABANDON);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 	if (mq->peer)
 		send_fo(mq, R2CC_CTRL_FAILOVER, mq->why, 0, true);
 }
 
-/* Both directions moved (lock held): the new incarnation carries the QP,
- * the fenced one is retired. */
-static void move_done(struct r2cc_mig_qp *mq)
+/* One direction of the move is on the new path (@ev, lock held); once
+ * both are, the new incarnation carries the QP, the fenced one is
+ * retired. */
+static void moved(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev)
 {
-	unhold(mq);
-	mq->fenced = false;
-	memset(&mq->lz, 0, sizeof(mq->lz));
-	atomic_fetch_sub(&ps.waiting, 1);
-	mq->on_backup = !mq->on_backup;
-	if (mq->on_backup) {
-		atomic_fetch_add(&ps.away, 1);
+	if (!r2cc_mig_step(mq, ev) || mq->life != R2CC_LIFE_RUN)
 		return;
-	}
-	atomic_fetch_sub(&ps.away, 1);
+	unhold(mq);
+	memset(&mq->lz, 0, sizeof(mq->lz));
+	if (mq->on_backup)
+		return;
 	/* The backup's consumed receives were moved to the stash: its CQs
 	 * hold only flushes now, emptied when it is re-armed. */
 	r2cc_mig_cq_detach(mq);
-	mq->back = false;
 	mq->recycled = true;
 	r2cc_mig_fb_moved(mq);
 }
@@ -1089,14 +1094,15 @@ static bool partly_sent(struct r2cc_mig_qp *mq)
 static void replay(struct r2cc_mig_qp *mq)
 {
 	const struct r2cc_sendlog_ent *e;
+	bool back = r2cc_mig_back(mq), taken;
 	struct r2cc_replay res;
 	struct ibv_send_wr *w;
 	uint64_t bytes = 0, consumed;
 	uint32_t i;
 	int ret, mtu;
-	bool taken;
 
-	if (!mq->fenced || !mq->have_peer_psn || mq->replayed)
+	if ((mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_RECVS) ||
+	    mq->peer_rq_psn == R2CC_PSN_NONE)
 		return;
 	/* A lazy QP's new backups: into the peer's once it is connected to
 	 * ours (not dropped at a QP still in INIT). */
@@ -1130,39 +1136,38 @@ static void replay(struct r2cc_mig_qp *mq)
 	send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why, consumed, false,
 		      taken);
 	/* From now on the log counts PSNs of the new QP's path. */
-	mtu = r2cc_mtu_bytes(mq->back ? mq->attr.path_mtu : mq->bmtu);
-	ret = mtu < 0 ? mtu :
-			r2cc_sendlog_start(mq->slog,
-					   mq->back ? mq->fb.psn : mq->bpsn,
-					   (uint32_t)mtu);
+	mtu = r2cc_mtu_bytes(back ? mq->attr.path_mtu : mq->bmtu);
+	ret = mtu < 0 ?
+		      mtu :
+		      r2cc_sendlog_start(mq->slog, back ? mq->fb.psn : mq->bpsn,
+					 (uint32_t)mtu);
 	for (w = res.first; !ret && w; w = w->next) {
-		ret = mq->back ? primary_send(mq, w) : backup_send(mq, w);
+		ret = back ? primary_send(mq, w) : backup_send(mq, w);
 		bytes += r2cc_wr_len(w);
 	}
 	if (ret) {
 		r2cc_err("QP %#x: replay on the %s failed (%s)", mq->qpn,
-			 mq->back ? "primary" : "backup", strerror(-ret));
+			 back ? "primary" : "backup", strerror(-ret));
 		abandon(mq, "the replay failed");
 		return;
 	}
-	mq->replayed = true;
-	if (!mq->back) {
+	if (!back) {
 		cq_attach(mq->scq, mq, mq->bscq);
 		if (mq->rcq != mq->scq || mq->brcq != mq->bscq)
 			cq_attach(mq->rcq, mq, mq->brcq);
 		arm_backups(mq);
 	}
 	ring(mq, mq->scq); /* what the replay stashed */
-	if (mq->slot && !mq->back) {
+	if (mq->slot && !back) {
 		atomic_fetch_add(&mq->slot->failovers, 1);
 		atomic_fetch_add(&mq->slot->replayed_wrs, res.nreplay);
 		atomic_fetch_add(&mq->slot->replayed_bytes, bytes);
 	}
-	if (!mq->back)
+	if (!back)
 		r2cc_mig_set_state(mq, R2CC_PROT_MIGRATED);
-	r2cc_mig_event(mq, mq->back ? R2CC_EV_FAILBACK : R2CC_EV_FAILOVER,
+	r2cc_mig_event(mq, back ? R2CC_EV_FAILBACK : R2CC_EV_FAILOVER,
 		       res.nreplay, bytes);
-	if (mq->back)
+	if (back)
 		r2cc_info(
 			"QP %#x moved back to rail %d: %u WRs replayed "
 			"(%llu bytes), %u executed by the peer, %llu us "
@@ -1178,8 +1183,7 @@ static void replay(struct r2cc_mig_qp *mq)
 			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 			  res.nreplay, (unsigned long long)bytes, res.nskipped,
 			  mq->peer_rq_psn);
-	if (mq->reposted)
-		move_done(mq);
+	moved(mq, R2CC_MEV_REPLAYED);
 }
 
 /*
@@ -1221,11 +1225,12 @@ static void backup_drain(struct r2cc_mig_qp *mq)
 /* The peer told us how many of our receives its SENDs consumed. */
 static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
 {
+	bool back = r2cc_mig_back(mq);
 	struct r2cc_recv_replay res;
 	struct ibv_recv_wr *w;
 	int ret;
 
-	if (mq->reposted)
+	if (mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_SENDS)
 		return;
 	if (mq->srq) {
 		/* The SRQ moves them, all its QPs' at once (srq.c) */
@@ -1234,33 +1239,30 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
 		return;
 	}
 	ret = r2cc_recvlog_fence(mq->rlog, consumed, &res);
-	if (!ret && mq->back)
+	if (!ret && back)
 		backup_drain(mq);
 	for (w = res.first; !ret && w; w = w->next)
-		ret = mq->back ? primary_recv(mq, w) : backup_recv(mq, w);
+		ret = back ? primary_recv(mq, w) : backup_recv(mq, w);
 	if (ret) {
 		r2cc_err("QP %#x: receives not re-posted on the %s (%s)",
-			 mq->qpn, mq->back ? "primary" : "backup",
-			 strerror(-ret));
+			 mq->qpn, back ? "primary" : "backup", strerror(-ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 		return;
 	}
-	mq->reposted = true;
 	ring(mq, mq->rcq);
 	r2cc_info("QP %#x: %u receives re-posted on the %s, %u consumed "
 		  "before the fence",
-		  mq->qpn, res.nrepost, mq->back ? "primary" : "backup",
+		  mq->qpn, res.nrepost, back ? "primary" : "backup",
 		  res.npending);
-	if (mq->replayed)
-		move_done(mq);
+	moved(mq, R2CC_MEV_REPOSTED);
 }
 
 /* A failover that cannot start (nothing fenced, nothing hidden yet): the
  * QP runs passthrough, what it sees is native (lock held). */
 static void no_move(struct r2cc_mig_qp *mq)
 {
-	mq->logging = false;
+	r2cc_mig_stop_logging(mq);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 }
@@ -1333,15 +1335,14 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 		no_move(mq);
 		return;
 	}
-	mq->fenced = true;
+	r2cc_mig_step(mq, R2CC_MEV_FENCE);
 	mq->perr |= qp == mq->qp;
-	mq->have_peer_psn = mq->replayed = mq->reposted = false;
+	mq->peer_rq_psn = R2CC_PSN_NONE;
 	mq->unposted_sends = mq->unposted_recvs = 0;
 	mq->first_replay_ns = 0;
 	mq->dbg_left = R2CC_DATAPATH_DEBUG ? 400 : 0;
 	if (!mq->on_backup) /* a failover: failback.c looks at it afresh */
 		mq->fb.ok_set = mq->fb.flow_only = false;
-	atomic_fetch_add(&ps.waiting, 1);
 	if (!mq->held) /* an urgent move back holds from its detection on */
 		r2cc_mig_hold_start(mq);
 	mq->rq_psn = a.rq_psn;
@@ -1366,7 +1367,8 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 /* A fault on the primary of a ready QP: fence it (lock held). */
 static void fence(struct r2cc_mig_qp *mq, uint32_t why)
 {
-	if (!mq->fenced && !mq->on_backup && st_of(mq) == R2CC_PROT_READY)
+	if (mq->life == R2CC_LIFE_RUN && !mq->on_backup &&
+	    st_of(mq) == R2CC_PROT_READY)
 		fence_cur(mq, why);
 }
 
@@ -1377,12 +1379,10 @@ void r2cc_mig_fence(struct r2cc_mig_qp *mq, uint32_t why)
 
 void r2cc_mig_recv_moved(struct r2cc_mig_qp *mq)
 {
-	if (!mq->logging || !mq->fenced || mq->reposted)
+	if (mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_SENDS)
 		return;
-	mq->reposted = true;
 	ring(mq, mq->rcq);
-	if (mq->replayed)
-		move_done(mq);
+	moved(mq, R2CC_MEV_REPOSTED);
 }
 
 void r2cc_mig_closed(struct r2cc_mig_qp *mq)
@@ -1390,9 +1390,9 @@ void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 	struct ibv_qp_attr a;
 
 	pthread_mutex_lock(&mq->lock);
-	if (mq->logging && mq->fenced) {
+	if (r2cc_mig_moving(mq)) {
 		r2cc_mig_fail(mq, "the program ended the connection mid-move");
-	} else if (mq->logging) {
+	} else if (mq->life == R2CC_LIFE_RUN) {
 		r2cc_mig_stop_logging(mq);
 		if (st_of(mq) != R2CC_PROT_MIGRATED)
 			r2cc_mig_set_state(mq, R2CC_PROT_NONE);
@@ -1404,7 +1404,7 @@ void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 	 * program's own QP would have flushed it. */
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_ERR;
-	if (mq->on_backup && !mq->fenced && mq->bqp &&
+	if (mq->on_backup && !r2cc_mig_moving(mq) && mq->bqp &&
 	    ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
 		r2cc_warn("QP %#x: backup not moved to ERR: %m", mq->qpn);
 	pthread_mutex_unlock(&mq->lock);
@@ -1421,14 +1421,8 @@ void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 {
 	struct ibv_qp_attr a;
 
-	if (!mq->logging)
-		return;
-	if (!mq->fenced) {
-		give_up(mq, why, EPIPE);
-		return;
-	}
-	if (!mq->replayed) {
-		abandon(mq, why);
+	if (mq->life != R2CC_LIFE_SENDS) {
+		give_up(mq, why, EPIPE); /* abandons a move */
 		return;
 	}
 	/* Its sends went to the new QP, its receives cannot: both ends'
@@ -1441,7 +1435,6 @@ void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
 	unhold(mq);
 	r2cc_mig_stop_logging(mq);
-	atomic_fetch_sub(&ps.waiting, 1);
 	r2cc_mig_wake(mq);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
@@ -1449,9 +1442,8 @@ void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 
 void r2cc_mig_fence_back(struct r2cc_mig_qp *mq)
 {
-	if (mq->fenced || !mq->on_backup || !mq->logging)
+	if (mq->life != R2CC_LIFE_RUN || !mq->on_backup)
 		return;
-	mq->back = true;
 	fence_cur(mq, R2CC_CTRL_WHY_FAILBACK);
 }
 
@@ -1478,11 +1470,10 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	if (m->hdr.type == R2CC_CTRL_FAILOVER &&
 	    !(m->failover.flags & R2CC_CTRL_FO_PSN_VALID)) {
 		/* The peer cannot move: its side is in ERR or soon will be. */
-		if (mq->fenced)
-			abandon(mq, "the peer cannot move this connection");
+		abandon(mq, "the peer cannot move this connection");
 		goto out;
 	}
-	if (back && !(mq->fenced && mq->back)) {
+	if (back && !r2cc_mig_back(mq)) {
 		/* The peer moves back and this side cannot (its recycle
 		 * failed, or it is not on its backup): say so. */
 		r2cc_warn("QP %#x: the peer moves back, this side cannot",
@@ -1492,7 +1483,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 				0, true);
 		goto out;
 	}
-	if (!back && (mq->back || (mq->on_backup && !mq->fenced))) {
+	if (!back && mq->on_backup) {
 		r2cc_warn("QP %#x: the peer's failover while moving back or "
 			  "moved: dropped",
 			  mq->qpn);
@@ -1507,9 +1498,9 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		mq->lz.peer_conn |=
 			!!(m->failover.flags & R2CC_CTRL_FO_CONNECTED);
 	}
-	if (!mq->fenced && mq->logging)
+	if (mq->life == R2CC_LIFE_RUN)
 		fence(mq, R2CC_CTRL_WHY_PEER);
-	if (!mq->fenced || !mq->logging) {
+	if (!r2cc_mig_moving(mq)) {
 		/* Not protected (any more): say so, the peer gives up now
 		 * instead of at its bound. */
 		if (m->hdr.type == R2CC_CTRL_FAILOVER)
@@ -1527,10 +1518,8 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			send_fo(mq, R2CC_CTRL_FAILOVER, mq->why, 0, false);
 	}
 	if (m->hdr.type == R2CC_CTRL_FAILOVER) {
-		if (!mq->have_peer_psn) {
+		if (mq->peer_rq_psn == R2CC_PSN_NONE)
 			mq->peer_rq_psn = m->failover.rq_psn;
-			mq->have_peer_psn = true;
-		}
 		replay(mq);
 	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK) {
 		repost(mq, m->failover.recvs,
@@ -1568,15 +1557,15 @@ void r2cc_mig_tick(void)
 	now = r2cc_mig_now_ns();
 	for (mq = ps.qps; mq; mq = mq->next) {
 		pthread_mutex_lock(&mq->lock);
-		if (mq->fenced && !mq->replayed && mq->logging &&
+		if ((mq->life == R2CC_LIFE_FENCED ||
+		     mq->life == R2CC_LIFE_RECVS) &&
 		    r2cc_mig_past(mq->fault_ns, now, R2CC_FENCE_BOUND_MS))
 			abandon(mq, "no answer from the peer in time");
 		/* Replayed, but the peer's count of our consumed receives
 		 * never came (its channel died between the two): the
 		 * receives cannot move. (An SRQ's QPs: bounded by the
 		 * SRQ's sweep.) */
-		else if (mq->fenced && mq->replayed && !mq->reposted &&
-			 mq->logging && !mq->srq &&
+		else if (mq->life == R2CC_LIFE_SENDS && !mq->srq &&
 			 r2cc_mig_past(mq->fault_ns, now,
 				       2 * R2CC_FENCE_BOUND_MS))
 			r2cc_mig_fail(mq, "the peer never said which receives "
@@ -1599,7 +1588,7 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 		pthread_mutex_lock(&mq->lock);
 		if (mq->backup_rail == rail) {
 			/* Running on it: back to the primary, if it is up. */
-			if (mq->on_backup && !mq->fenced)
+			if (mq->on_backup && !r2cc_mig_moving(mq))
 				r2cc_mig_fb_urgent(mq);
 			pthread_mutex_unlock(&mq->lock);
 			continue;

@@ -44,7 +44,7 @@ static bool full_said;
 /* Protected and carried by its primary: what a keepalive watches. */
 static bool watched(struct r2cc_mig_qp *mq)
 {
-	return mq->slot && !mq->on_backup && !mq->fenced &&
+	return mq->slot && !mq->on_backup && mq->life == R2CC_LIFE_RUN &&
 	       r2cc_mig_state(mq) == R2CC_PROT_READY;
 }
 

@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 
+#include "life.h"
 #include "migrate.h"
 #include "protect.h"
 
@@ -27,8 +28,9 @@
  * in a row about one time in eight... and nothing of the QPs completes
  * meanwhile) */
 #define R2CC_KA_MISSES 3
-/* fb.peer_psn when no round of the peer's is known (PSNs are 24-bit) */
-#define R2CC_FB_NO_ROUND UINT32_MAX
+/* A PSN not known (PSNs are 24-bit): fb.peer_psn when no round of the
+ * peer's is known, peer_rq_psn before its FAILOVER */
+#define R2CC_PSN_NONE UINT32_MAX
 #define MAX_PEER_MRS 4096
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
 #define MAX_EARLY 256
@@ -125,10 +127,8 @@ struct r2cc_mig_qp {
 	struct r2cc_mig_cq *scq, *rcq; /* the program's CQs' */
 	struct ibv_qp_cap cap; /* as the provider returned it */
 	bool sig_all;
-	bool logging; /* under lock; false: passthrough for good */
-	/* Not logging, but the send log still owes the program the
-	 * successes of work the peer executed (r2cc_mig_stop_logging) */
-	bool draining;
+	/* Under lock, changed by r2cc_mig_step() alone (life.c) */
+	enum r2cc_mig_life life;
 	/* Its SRQ, or NULL (own receive queue; its receives in rlog). The
 	 * srq_* fields are under the SRQ's lock. */
 	struct r2cc_mig_srq *srq;
@@ -139,11 +139,9 @@ struct r2cc_mig_qp {
 	struct r2cc_sendlog *slog;
 	struct r2cc_recvlog *rlog;
 	uint64_t consumers_done; /* our SEND/WRITE_IMM the peer executed */
-	/* Failover: under lock. */
-	bool fenced; /* primary moved to ERR */
-	bool have_peer_psn, replayed, reposted;
+	/* A move: under lock. */
 	uint32_t rq_psn; /* ours, read after the fence */
-	uint32_t peer_rq_psn;
+	uint32_t peer_rq_psn; /* R2CC_PSN_NONE until the peer's FAILOVER */
 	uint64_t fault_ns; /* when the failover began (CLOCK_MONOTONIC) */
 	uint64_t first_replay_ns;
 	/* -Ddatapath_debug: completions left to trace after a fence */
@@ -161,12 +159,11 @@ struct r2cc_mig_qp {
 	uint32_t unposted_sends, unposted_recvs;
 	/*
 	 * Which QP carries the connection (under lock): the backup after a
-	 * failover, the primary again after a failback. While fenced, the
-	 * one it names is the old incarnation and the other the new; a move
-	 * done (replayed and reposted) flips it and clears the fence.
+	 * failover, the primary again after a failback. During a move, the
+	 * one it names is the old incarnation and the other the new; the
+	 * move's end flips it (r2cc_mig_step()).
 	 */
 	bool on_backup;
-	bool back; /* the move under way is a failback (backup fenced) */
 	bool recycled; /* the primary was recycled: its old flushes linger */
 	bool perr; /* r2cc moved the primary to ERR (and not back since) */
 	/* The provider's posts for the program's QP (the shim's hooks sit in
@@ -224,6 +221,7 @@ struct r2cc_mig_state {
 	_Atomic bool srq_sweep; /* an SRQ's state changed: sweep soon */
 	/* QPs fenced, their move neither done nor given up */
 	_Atomic unsigned int waiting;
+	_Atomic unsigned long refused; /* illegal life events (life.c) */
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;
 	uint32_t failback_hold_ms;
@@ -249,6 +247,27 @@ extern struct r2cc_mig_state ps;
 void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer);
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
+/* life.c: the one change of @mq's life state (lock held); false, and
+ * logged, when @ev is illegal in its state */
+bool r2cc_mig_step(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev);
+
+/* @mq logs its work: protected, or moving */
+static inline bool r2cc_mig_logs(const struct r2cc_mig_qp *mq)
+{
+	return r2cc_mig_life_logs(mq->life);
+}
+
+/* A move of @mq is under way: fenced, not done or given up */
+static inline bool r2cc_mig_moving(const struct r2cc_mig_qp *mq)
+{
+	return r2cc_mig_life_moving(mq->life);
+}
+
+/* The move under way goes back to the program's own QP */
+static inline bool r2cc_mig_back(const struct r2cc_mig_qp *mq)
+{
+	return r2cc_mig_moving(mq) && mq->on_backup;
+}
 /* bell.c: raise @mc's completion event by a flush of its doorbell (made
  * at the first ring; takes mc->lock, after a QP's): 0 or -errno */
 int r2cc_mig_bell_ring(struct r2cc_mig_cq *mc);

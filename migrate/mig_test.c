@@ -116,3 +116,8 @@ void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer)
 {
 	r2cc_mig_on_resolved(mq->cookie, peer);
 }
+
+unsigned long r2cc_mig_test_refused(void)
+{
+	return atomic_load(&ps.refused);
+}

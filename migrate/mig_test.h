@@ -44,6 +44,8 @@ void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer);
 void r2cc_mig_test_state(struct r2cc_mig_qp *mq, uint32_t st);
 /* The control thread's SRQ sweep, under the module lock. */
 void r2cc_mig_test_sweep(void);
+/* Life events refused so far (illegal in the QP's state: a bug). */
+unsigned long r2cc_mig_test_refused(void);
 /* Free @mq after r2cc_mig_release() (no poller can hold it in a test). */
 void r2cc_mig_test_free(struct r2cc_mig_qp *mq);
 

@@ -226,7 +226,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 			  strerror(ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
-		mq->logging = false;
+		r2cc_mig_stop_logging(mq);
 		return;
 	}
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
@@ -238,7 +238,8 @@ static void try_ready(struct r2cc_mig_qp *mq)
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq)
 {
 	/* A racy read is fine: an event raced with a move either way. */
-	return mq && mq->logging && (mq->fenced || mq->on_backup);
+	return mq && r2cc_mig_logs(mq) &&
+	       (r2cc_mig_moving(mq) || mq->on_backup);
 }
 
 void r2cc_mig_rail_loads(uint32_t *n, int nrail)
@@ -247,7 +248,7 @@ void r2cc_mig_rail_loads(uint32_t *n, int nrail)
 
 	pthread_mutex_lock(&ps.lock);
 	for (mq = ps.qps; mq; mq = mq->next)
-		if (mq->logging && mq->backup_rail >= 0 &&
+		if (r2cc_mig_logs(mq) && mq->backup_rail >= 0 &&
 		    mq->backup_rail < nrail)
 			n[mq->backup_rail]++;
 	pthread_mutex_unlock(&ps.lock);
@@ -350,7 +351,7 @@ void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq)
 static void unprotected(struct r2cc_mig_qp *mq, const char *why)
 {
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
-	mq->logging = false;
+	r2cc_mig_stop_logging(mq);
 	/* One line per process, then at debug level: a job may have
 	 * thousands of QPs to a peer without r2cc. */
 	if (ps.no_peer_logged++)
@@ -776,8 +777,8 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 	mq->slot = slot;
 	mq->rail = -1;
 	mq->backup_rail = -1;
-	mq->fb.peer_psn = R2CC_FB_NO_ROUND;
-	mq->logging = true;
+	mq->fb.peer_psn = R2CC_PSN_NONE;
+	mq->life = R2CC_LIFE_RUN; /* logged from its creation on */
 	if (srq)
 		r2cc_mig_srq_joined(mq, srq);
 	pthread_mutex_lock(&ps.lock);
@@ -921,7 +922,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		return;
 	pthread_mutex_lock(&ps.lock);
 	pthread_mutex_lock(&mq->lock);
-	if (!mq->logging || mq->bqp)
+	if (!r2cc_mig_logs(mq) || mq->bqp)
 		goto out;
 	if (in) {
 		pinned = *in;
@@ -935,7 +936,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	if (!d) {
 		r2cc_dbg("QP %#x: no backup rail or no GRH: unprotected",
 			 mq->qpn);
-		mq->logging = false;
+		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
 	mq->attr = *d->attr;
@@ -950,7 +951,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		r2cc_warn("QP %#x: no MTU/GID to protect it by: "
 			  "unprotected",
 			  mq->qpn);
-		mq->logging = false;
+		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
 	mq->bctx = d->backup_ctx;
@@ -967,7 +968,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		r2cc_warn("QP %#x: no backup QP on rail %d (%s): unprotected",
 			  mq->qpn, d->backup_rail, strerror(ret));
 		drop_backup(mq);
-		mq->logging = false;
+		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
 	if (mq->slot) {
@@ -1004,7 +1005,7 @@ bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms)
 
 		pthread_mutex_lock(&mq->lock);
 		st = atomic_load(&mq->state);
-		if (!mq->logging || st == R2CC_PROT_NONE ||
+		if (!r2cc_mig_logs(mq) || st == R2CC_PROT_NONE ||
 		    st == R2CC_PROT_FAILED) {
 			known = true;
 		} else if (mq->peer || st != R2CC_PROT_BINDING) {
@@ -1042,7 +1043,7 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 		return 0;
 	pthread_mutex_lock(&mq->lock);
 	st = atomic_load(&mq->state);
-	if (!mq->logging || mq->rts)
+	if (!r2cc_mig_logs(mq) || mq->rts)
 		goto out;
 	mq->attr = *attr;
 	mq->rts = true;
@@ -1067,7 +1068,7 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 			  "unprotected",
 			  mq->qpn, strerror(ret < 0 ? -ret : ret));
 		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
-		mq->logging = false;
+		r2cc_mig_stop_logging(mq);
 		ret = 0; /* the program's QP is fine */
 	}
 out:
@@ -1152,11 +1153,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	r2cc_mig_cq_detach(mq);
 	pthread_mutex_lock(&mq->lock);
 	r2cc_mig_srq_left(mq);
-	if (mq->fenced && mq->logging)
-		atomic_fetch_sub(&ps.waiting, 1);
-	if (mq->on_backup)
-		atomic_fetch_sub(&ps.away, 1);
-	mq->on_backup = false;
+	r2cc_mig_step(mq, R2CC_MEV_RELEASE);
 	drop_backup(mq);
 	r2cc_sendlog_free(mq->slog);
 	r2cc_recvlog_free(mq->rlog);
@@ -1165,7 +1162,6 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	mq->rlog = NULL;
 	mq->held = NULL;
 	mq->nheld = mq->held_cap = 0;
-	mq->logging = mq->draining = false;
 	pthread_mutex_unlock(&mq->lock);
 	/* Not freed: a thread polling one of its CQs may still hold a
 	 * pointer read from the CQ's list (r2cc_mig_poll_more()). */

@@ -172,7 +172,7 @@ void r2cc_mig_srq_joined(struct r2cc_mig_qp *mq, struct r2cc_mig_srq *s)
 			 "the backup's",
 			 mq->qpn);
 	if (s->where != R2CC_SRQ_HOME)
-		mq->logging = false;
+		r2cc_mig_stop_logging(mq);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -361,8 +361,8 @@ static void sweep_one(struct r2cc_mig_srq *s, uint64_t now)
 		if (mq->srq != s)
 			continue;
 		pthread_mutex_lock(&mq->lock);
-		lost = !mq->logging ||
-		       (where == R2CC_SRQ_MOVING && !mq->fenced &&
+		lost = !r2cc_mig_logs(mq) ||
+		       (where == R2CC_SRQ_MOVING && !r2cc_mig_moving(mq) &&
 			r2cc_mig_state(mq) != R2CC_PROT_READY);
 		pthread_mutex_unlock(&mq->lock);
 	}
@@ -371,9 +371,9 @@ static void sweep_one(struct r2cc_mig_srq *s, uint64_t now)
 		if (mq->srq != s)
 			continue;
 		pthread_mutex_lock(&mq->lock);
-		if (!mq->fenced)
+		if (!r2cc_mig_moving(mq))
 			r2cc_mig_fence(mq, R2CC_CTRL_WHY_SRQ);
-		lost = !mq->fenced; /* the fence itself failed */
+		lost = !r2cc_mig_moving(mq); /* the fence itself failed */
 		pthread_mutex_unlock(&mq->lock);
 	}
 	pthread_mutex_lock(&s->lock);

@@ -89,6 +89,7 @@ gen_fo() {
 		check pass "$name.async" "no async event reached the program"
 	fi
 	# r2cc's own account, on this node
+	life_check "$name" "$log"
 	if grep -q 'moved to backup QP' "$log"; then
 		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs; $(grep -m1 'moved to backup QP' "$log" | sed 's/.*: \([0-9]* WRs replayed.*\)/\1/')"
 		metric "$name.$NODE.wrs_replayed" "$(wrs_replayed "$log")"
@@ -113,12 +114,21 @@ wrs_replayed() {
 		awk '{ s += $1 } END { print s + 0 }'
 }
 
+# life_check NAME LOG: NAME.life fails when r2cc's LOG shows a life event
+# its QP's state refused (migrate/life.c: a bug in the move's logic).
+life_check() {
+	if grep -q 'refused in state' "$2"; then
+		check fail "$1.life" "$(grep -m3 'refused in state' "$2" | cut -c1-160 | tr '\n' ' ')"
+	fi
+}
+
 # moved_check NAME LOG [WHY]: NAME.moved passes when r2cc's LOG shows a
 # QP moved to its backup; else it fails with LOG's first lines matching
 # WHY (an extended regex; default: fences, refusals and failures).
 moved_check() {
 	local name=$1 log=$2 why=${3:-fenced|unprotected|failed}
 
+	life_check "$name" "$log"
 	grep -q 'moved to backup QP' "$log" &&
 		check pass "$name.moved" "$(grep -c 'moved to backup QP' "$log") QPs moved" ||
 		check fail "$name.moved" "$(grep -E "$why" "$log" | head -3)"

@@ -240,6 +240,8 @@ void setup(void)
 
 void teardown(void)
 {
+	cr_expect_eq(r2cc_mig_test_refused(), 0,
+		     "no life event illegal in its QP's state");
 	r2cc_mig_release(mq);
 	r2cc_mig_test_free(mq);
 	r2cc_mig_cq_free(mc);
