@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "bell.h"
 #include "mig_int.h"
 
 /* @mc's bell destroyed (mc->lock held). */

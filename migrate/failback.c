@@ -6,7 +6,7 @@
  * their recycled primary); with both proposals each recycles its primary
  * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's) and says READY;
  * with both READYs each fences its backup: the same exactly-once move as a
- * failover, the other way (failover.c). Moved back, the backup is re-armed
+ * failover, the other way (fence.c, move.c). Moved back, the backup is re-armed
  * (REARM) and the QP is protected again. A flapping rail moves a QP back at most R2CC_FB_MOVES
  * times per R2CC_FB_WINDOW_MS.
  */
@@ -15,8 +15,12 @@
 #include <string.h>
 
 #include "chan.h"
+#include "complete.h"
+#include "fence.h"
 #include "mig_int.h"
 #include "probe.h"
+#include "tick.h"
+#include "wake.h"
 
 static int send_fb(struct r2cc_mig_qp *mq, uint8_t phase, uint8_t flags,
 		   uint32_t psn)
@@ -46,7 +50,7 @@ static bool budget_left(const struct r2cc_mig_qp *mq, uint64_t now)
 
 /* Not now: proposals dropped, the next one after another hold. A primary
  * recycled for this round goes back to ERR: completion events of the
- * backup ring the program's CQ through it (failover.c). */
+ * backup ring the program's CQ through it (wake.c). */
 static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
 {
 	if (mq->fb.recycled) {
@@ -74,7 +78,7 @@ static int recycle(struct r2cc_mig_qp *mq)
 	ret = ps.v.modify_qp(mq->qp, &a, IBV_QP_STATE);
 	if (ret)
 		return ret;
-	mq->perr = false; /* no more ringing through it (failover.c) */
+	mq->perr = false; /* no more ringing through it (wake.c) */
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = mq->attr.pkey_index;

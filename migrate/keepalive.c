@@ -21,8 +21,10 @@
 #include <time.h>
 
 #include "chan.h"
+#include "fence.h"
 #include "mig_int.h"
 #include "probe.h"
+#include "tick.h"
 
 #define MAX_KA_PATHS 256
 

@@ -30,6 +30,12 @@ enum r2cc_mig_ev {
 	R2CC_MEV_N
 };
 
+struct r2cc_mig_qp;
+
+/* The one change of @mq's life state (mq lock held); false, and logged
+ * and counted, when @ev is illegal in its state. */
+bool r2cc_mig_step(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev);
+
 const char *r2cc_mig_life_name(enum r2cc_mig_life s);
 const char *r2cc_mig_ev_name(enum r2cc_mig_ev ev);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mig_int.h - what protect.c and failover.c share: the protection state of
+ * mig_int.h - what migrate/'s files share: the protection state of
  * each QP and the module's one state. Lock order: ps.lock, then a QP's
  * lock; the channel's lock is taken under either, never the reverse.
  */
@@ -247,9 +247,13 @@ extern struct r2cc_mig_state ps;
 void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer);
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
-/* life.c: the one change of @mq's life state (lock held); false, and
- * logged, when @ev is illegal in its state */
-bool r2cc_mig_step(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev);
+
+/* Does a WR of @op consume a receive WR at the peer? */
+static inline bool r2cc_wr_consumes_recv(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
 
 /* @mq logs its work: protected, or moving */
 static inline bool r2cc_mig_logs(const struct r2cc_mig_qp *mq)
@@ -268,37 +272,11 @@ static inline bool r2cc_mig_back(const struct r2cc_mig_qp *mq)
 {
 	return r2cc_mig_moving(mq) && mq->on_backup;
 }
-/* bell.c: raise @mc's completion event by a flush of its doorbell (made
- * at the first ring; takes mc->lock, after a QP's): 0 or -errno */
-int r2cc_mig_bell_ring(struct r2cc_mig_cq *mc);
 
-/* failover.c: the channel's tick: fences that waited too long give up */
-void r2cc_mig_tick(void);
-void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq);
-/* failover.c: a FAILOVER or FAILOVER_ACK from the peer (ps.lock held) */
-void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m);
-uint64_t r2cc_mig_now_ns(void);
-/* Is @t (CLOCK_MONOTONIC ns) at least @ms before @now? (Never for a @t
- * after @now: a time read before a lock is older than what it guards.) */
-bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms);
-/* failover.c: hidden completions are kept from now on (lock held) */
-void r2cc_mig_hold_start(struct r2cc_mig_qp *mq);
-/* failover.c: what was hidden goes to the program, in order (lock held) */
-void r2cc_mig_give_back(struct r2cc_mig_qp *mq);
-/* failover.c: a program asleep on @mq's CQs' channel is woken to poll
- * what r2cc stashed for it (lock held; after the last push) */
-void r2cc_mig_wake(struct r2cc_mig_qp *mq);
 /* failback.c: the backup failed while the QP runs on it: move back now if
  * the primary's rail is up (lock held; the next tick proposes). True: the
  * move back is under way. */
 bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
-/* failover.c: start the failback move: the primary is recycled and
- * connected, fence the backup (mq lock held) */
-void r2cc_mig_fence_back(struct r2cc_mig_qp *mq);
-/* @mq is passthrough from now on (lock held); what its send log owes the
- * program (successes of work the peer executed, behind a READ read again)
- * still completes, in order, as the QP completes what precedes it. */
-void r2cc_mig_stop_logging(struct r2cc_mig_qp *mq);
 /* protect.c: the backup to RESET and back to RTS towards the peer's
  * re-armed one (psn: its first PSN), CQs emptied first (mq lock held) */
 int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);
@@ -312,8 +290,6 @@ int r2cc_mig_backup_make(struct r2cc_mig_qp *mq);
 int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn);
 int r2cc_mig_backup_park(struct r2cc_mig_qp *mq);
 void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
-/* failover.c: the control thread's handler of a backup CQ channel */
-void r2cc_mig_ring_ready(int fd, void *arg);
 /* keepalive.c: quiet paths probed, silent ones failed over (the tick;
  * takes ps.lock) / its paths forgotten (ps.lock held) */
 void r2cc_mig_ka_tick(void);
@@ -341,16 +317,6 @@ int r2cc_mig_srq_ack(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken);
 /* srq.c: fence the rest of a moving SRQ's QPs, move its receives when
  * all are in, or give up (ps.lock held, no QP's) */
 void r2cc_mig_srq_sweep(void);
-/* failover.c, for srq.c (mq lock held): fence a ready QP; its receives
- * were moved by its SRQ; it cannot be protected any more (the native
- * errors, as without r2cc) */
-void r2cc_mig_fence(struct r2cc_mig_qp *mq, uint32_t why);
-void r2cc_mig_recv_moved(struct r2cc_mig_qp *mq);
-void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why);
-/* failover.c: @n SGEs of the program's on @pd, their lkeys translated to
- * the shadows' on @rail (at most R2CC_MIG_MAX_SGE) */
-int r2cc_mig_sge_xlate(const void *pd, int rail, const struct ibv_sge *in,
-		       int n, struct ibv_sge *out);
 /* event.c: @mq's R2CC_EV_* for r2cc-ctl events (mq->lock held) */
 void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
 		    uint64_t bytes);

@@ -13,8 +13,12 @@
 #include <string.h>
 
 #include "chan.h"
+#include "complete.h"
 #include "mig_int.h"
+#include "move.h"
 #include "probe.h"
+#include "tick.h"
+#include "wake.h"
 
 struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
 			     .mr_lock = PTHREAD_RWLOCK_INITIALIZER,
@@ -808,7 +812,7 @@ static int read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 /*
  * The completion channel of the backups' CQs on @d's rail, made with the
  * first when @make (ps.lock held): a completion there rings the program's
- * channel (failover.c). A lazy QP's backup, made at its failover without
+ * channel (wake.c). A lazy QP's backup, made at its failover without
  * ps.lock, takes the one its protection made. NULL: none (backups without
  * events).
  */

@@ -199,7 +199,7 @@ void r2cc_mig_rail_loads(uint32_t *n, int nrail);
 /* enum r2cc_prot_state of @mq */
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq);
 
-/* The data path of a QP with protection state (failover.c). Posts:
+/* The data path of a QP with protection state (post.c, complete.c). Posts:
  * ibv_post_send/recv's contract; @post is the provider's. */
 int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad,

@@ -14,7 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "complete.h"
+#include "fence.h"
 #include "mig_int.h"
+#include "move.h"
+#include "post.h"
+#include "tick.h"
 
 /* ---- the program's SRQ ---- */
 

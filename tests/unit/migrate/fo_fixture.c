@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fo_fixture.c - the scripted verbs table and the protected QP the tests
- * of failover.c drive (fo_fixture.h).
+ * of the move drive (fo_fixture.h).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>

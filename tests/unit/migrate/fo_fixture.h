@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fo_fixture.h - failover.c with a scripted verbs table, for the tests
+ * fo_fixture.h - the move with a scripted verbs table, for the tests
  * that drive it (test_failover.c, and the shim's poll over it in
  * tests/unit/shim/test_poll.c): QPs and CQs whose provider ops record what
  * is posted and hand back scripted completions; the module started on a

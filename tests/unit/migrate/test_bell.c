@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "bell.h"
 #include "mig_int.h"
 #include "protect.h"
 

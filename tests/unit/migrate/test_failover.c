@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * failover.c with a scripted verbs table: QPs and CQs whose provider ops
- * record what is posted and hand back scripted completions. The peer is
+ * test_failover.c - the move (post.c, complete.c, fence.c, move.c) with
+ * a scripted verbs table: QPs and CQs whose provider ops record what is
+ * posted and hand back scripted completions. The peer is
  * played by calling r2cc_mig_got_failover() as the control thread would.
  * Checked: the fenced primary's completions hidden, the replay decision
  * from the peer's rq_psn, the backup's completions merged into the

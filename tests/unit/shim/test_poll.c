@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_poll.c - the shim's ibv_poll_cq (shim/datapath.c) over a protected
- * QP on failover.c's scripted verbs (tests/unit/migrate/fo_fixture.h): a
+ * QP on the move's scripted verbs (tests/unit/migrate/fo_fixture.h): a
  * program that polls one completion at a time after its QP moved gets
  * the backup's completions, though the CQ gave one of r2cc's own first
  * (rping did not: it hung after every failover).

@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * move.c - a move's progress (DESIGN §6): the peer's FAILOVER and
+ * FAILOVER_ACK, the exactly-once replay from its rq_psn, the receives
+ * re-posted from its consumed count, and the end of the move.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "complete.h"
+#include "fence.h"
+#include "mig_int.h"
+#include "move.h"
+#include "post.h"
+#include "tick.h"
+#include "wake.h"
+
+/* One direction of the move is on the new path (@ev, lock held); once
+ * both are, the new incarnation carries the QP, the fenced one is
+ * retired. */
+static void moved(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev)
+{
+	if (!r2cc_mig_step(mq, ev) || mq->life != R2CC_LIFE_RUN)
+		return;
+	r2cc_mig_unhold(mq);
+	memset(&mq->lz, 0, sizeof(mq->lz));
+	if (mq->on_backup)
+		return;
+	/* The backup's consumed receives were moved to the stash: its CQs
+	 * hold only flushes now, emptied when it is re-armed. */
+	r2cc_mig_cq_detach(mq);
+	mq->recycled = true;
+	r2cc_mig_fb_moved(mq);
+}
+
+/*
+ * Was the first WR to replay a SEND the peer had partly received (the
+ * replay just decided, the log still in the old path's PSNs)? Its first
+ * packet took a receive WR; an SRQ's move needs to know (lock held).
+ */
+static bool partly_sent(struct r2cc_mig_qp *mq)
+{
+	const struct r2cc_sendlog_ent *e;
+	uint32_t i;
+
+	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++) {
+		if (e->disp != R2CC_SL_REPLAY)
+			continue;
+		return (e->wr.opcode == IBV_WR_SEND ||
+			e->wr.opcode == IBV_WR_SEND_WITH_IMM ||
+			e->wr.opcode == IBV_WR_SEND_WITH_INV) &&
+		       r2cc_psn_before(e->first_psn, mq->peer_rq_psn);
+	}
+	return false;
+}
+
+/* Replay once both rq_psns are known (lock held). */
+static void replay(struct r2cc_mig_qp *mq)
+{
+	const struct r2cc_sendlog_ent *e;
+	bool back = r2cc_mig_back(mq), taken;
+	struct r2cc_replay res;
+	struct ibv_send_wr *w;
+	uint64_t bytes = 0, consumed;
+	uint32_t i;
+	int ret, mtu;
+
+	if ((mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_RECVS) ||
+	    mq->peer_rq_psn == R2CC_PSN_NONE)
+		return;
+	/* A lazy QP's new backups: into the peer's once it is connected to
+	 * ours (not dropped at a QP still in INIT). */
+	if (mq->lz.made && !(mq->lz.conn && mq->lz.peer_conn))
+		return;
+	memset(&res, 0, sizeof(res));
+	/* A QP that never reached RTS sent nothing: nothing to replay. */
+	ret = mq->rts ? r2cc_sendlog_replay(mq->slog, mq->peer_rq_psn, &res) :
+			0;
+	if (ret) {
+		r2cc_err("QP %#x: peer rq_psn %#x outside our send log (%s)",
+			 mq->qpn, mq->peer_rq_psn, strerror(-ret));
+		r2cc_mig_abandon(mq, "the peer's rq_psn is not ours");
+		return;
+	}
+	taken = partly_sent(mq);
+	for (i = 0; R2CC_DATAPATH_DEBUG && i < 64 &&
+		    (e = r2cc_sendlog_peek(mq->slog, i));
+	     i++)
+		r2cc_dbg_dp("QP %#x: log[%u] wr_id %#llx op %d signaled %d "
+			    "disp %d",
+			    mq->qpn, i, (unsigned long long)e->wr.wr_id,
+			    e->wr.opcode, e->signaled, e->disp);
+	r2cc_mig_drain_done(mq); /* the head the peer executed completes now */
+	/* The peer's receives our SENDs consumed: those retired and those
+	 * it executed (DONE; counted as they complete, later). */
+	consumed = mq->consumers_done;
+	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
+		if (e->disp == R2CC_SL_DONE &&
+		    r2cc_wr_consumes_recv(e->wr.opcode))
+			consumed++;
+	r2cc_mig_send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why, consumed,
+			       false, taken);
+	/* From now on the log counts PSNs of the new QP's path. */
+	mtu = r2cc_mtu_bytes(back ? mq->attr.path_mtu : mq->bmtu);
+	ret = mtu < 0 ?
+		      mtu :
+		      r2cc_sendlog_start(mq->slog, back ? mq->fb.psn : mq->bpsn,
+					 (uint32_t)mtu);
+	for (w = res.first; !ret && w; w = w->next) {
+		ret = back ? r2cc_mig_primary_send(mq, w) :
+			     r2cc_mig_backup_send(mq, w);
+		bytes += r2cc_wr_len(w);
+	}
+	if (ret) {
+		r2cc_err("QP %#x: replay on the %s failed (%s)", mq->qpn,
+			 back ? "primary" : "backup", strerror(-ret));
+		r2cc_mig_abandon(mq, "the replay failed");
+		return;
+	}
+	if (!back)
+		r2cc_mig_cq_join(mq);
+	r2cc_mig_ring(mq, mq->scq); /* what the replay stashed */
+	if (mq->slot && !back) {
+		atomic_fetch_add(&mq->slot->failovers, 1);
+		atomic_fetch_add(&mq->slot->replayed_wrs, res.nreplay);
+		atomic_fetch_add(&mq->slot->replayed_bytes, bytes);
+	}
+	if (!back)
+		r2cc_mig_set_state(mq, R2CC_PROT_MIGRATED);
+	r2cc_mig_event(mq, back ? R2CC_EV_FAILBACK : R2CC_EV_FAILOVER,
+		       res.nreplay, bytes);
+	if (back)
+		r2cc_info(
+			"QP %#x moved back to rail %d: %u WRs replayed "
+			"(%llu bytes), %u executed by the peer, %llu us "
+			"after the fence",
+			mq->qpn, mq->rail, res.nreplay,
+			(unsigned long long)bytes, res.nskipped,
+			(unsigned long long)(r2cc_mig_now_ns() - mq->fault_ns) /
+				1000);
+	else
+		r2cc_info("QP %#x moved to backup QP %#x (rail %d): %u WRs "
+			  "replayed (%llu bytes), %u executed by the peer, "
+			  "peer rq_psn %#x",
+			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
+			  res.nreplay, (unsigned long long)bytes, res.nskipped,
+			  mq->peer_rq_psn);
+	moved(mq, R2CC_MEV_REPLAYED);
+}
+
+/*
+ * Moving back: the fenced backup's consumed receives still in its CQ
+ * must come before anything the primary completes, and the program polls
+ * its own CQ first: they go to the stash now, the rest of that CQ is
+ * hidden (held). Their successes were made before the peer counted them,
+ * so this is short; bounded at 200 ms all the same.
+ */
+static void backup_drain(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_recvlog_stats rs;
+	struct ibv_wc wc;
+	int spins = 0;
+
+	for (;;) {
+		if (mq->brcq->context->ops.poll_cq(mq->brcq, 1, &wc) > 0) {
+			struct r2cc_mig_cq *mc = r2cc_mig_prog_cq(mq, &wc);
+
+			wc.qp_num = mq->qpn;
+			if (r2cc_mig_old_wc(mq, mc, &wc) &&
+			    r2cc_wcstash_push(mc->stash, &wc, 1))
+				r2cc_err("QP %#x: completion stash full: "
+					 "wr_id %#llx lost",
+					 mq->qpn, (unsigned long long)wc.wr_id);
+			continue;
+		}
+		r2cc_recvlog_get_stats(mq->rlog, &rs);
+		if (!rs.pending || ++spins > 200)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+	if (rs.pending)
+		r2cc_err("QP %#x: %u consumed receives not completed by the "
+			 "backup",
+			 mq->qpn, rs.pending);
+}
+
+/* The peer told us how many of our receives its SENDs consumed. */
+static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
+{
+	bool back = r2cc_mig_back(mq);
+	struct r2cc_recv_replay res;
+	struct ibv_recv_wr *w;
+	int ret;
+
+	if (mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_SENDS)
+		return;
+	if (mq->srq) {
+		/* The SRQ moves them, all its QPs' at once (srq.c) */
+		if (r2cc_mig_srq_ack(mq, consumed, taken))
+			r2cc_mig_fail(mq, "its SRQ cannot move");
+		return;
+	}
+	ret = r2cc_recvlog_fence(mq->rlog, consumed, &res);
+	if (!ret && back)
+		backup_drain(mq);
+	for (w = res.first; !ret && w; w = w->next)
+		ret = back ? r2cc_mig_primary_recv(mq, w) :
+			     r2cc_mig_backup_recv(mq, w);
+	if (ret) {
+		r2cc_err("QP %#x: receives not re-posted on the %s (%s)",
+			 mq->qpn, back ? "primary" : "backup", strerror(-ret));
+		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+		return;
+	}
+	r2cc_mig_ring(mq, mq->rcq);
+	r2cc_info("QP %#x: %u receives re-posted on the %s, %u consumed "
+		  "before the fence",
+		  mq->qpn, res.nrepost, back ? "primary" : "backup",
+		  res.npending);
+	moved(mq, R2CC_MEV_REPOSTED);
+}
+
+void r2cc_mig_recv_moved(struct r2cc_mig_qp *mq)
+{
+	if (mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_SENDS)
+		return;
+	r2cc_mig_ring(mq, mq->rcq);
+	moved(mq, R2CC_MEV_REPOSTED);
+}
+
+/* Is @m (the peer's FAILOVER*) about @mq? */
+static bool fo_is_for(const struct r2cc_mig_qp *mq, uint64_t peer,
+		      const struct r2cc_ctrl_msg *m)
+{
+	return mq->peer == peer && mq->dest_qpn == m->failover.qpn;
+}
+
+void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	bool back = m->failover.reason == R2CC_CTRL_WHY_FAILBACK;
+	struct r2cc_mig_qp *mq;
+
+	for (mq = ps.qps; mq && !fo_is_for(mq, peer, m); mq = mq->next)
+		;
+	if (!mq) {
+		r2cc_warn("failover for an unknown QP %#x: dropped",
+			  m->failover.qpn);
+		return;
+	}
+	pthread_mutex_lock(&mq->lock);
+	if (m->hdr.type == R2CC_CTRL_FAILOVER &&
+	    !(m->failover.flags & R2CC_CTRL_FO_PSN_VALID)) {
+		/* The peer cannot move: its side is in ERR or soon will be. */
+		r2cc_mig_abandon(mq, "the peer cannot move this connection");
+		goto out;
+	}
+	if (back && !r2cc_mig_back(mq)) {
+		/* The peer moves back and this side cannot (its recycle
+		 * failed, or it is not on its backup): say so. */
+		r2cc_warn("QP %#x: the peer moves back, this side cannot",
+			  mq->qpn);
+		if (m->hdr.type == R2CC_CTRL_FAILOVER)
+			r2cc_mig_send_fo(mq, R2CC_CTRL_FAILOVER,
+					 R2CC_CTRL_WHY_FAILBACK, 0, true);
+		goto out;
+	}
+	if (!back && mq->on_backup) {
+		r2cc_warn("QP %#x: the peer's failover while moving back or "
+			  "moved: dropped",
+			  mq->qpn);
+		goto out;
+	}
+	if (m->hdr.type == R2CC_CTRL_FAILOVER &&
+	    m->failover.flags & R2CC_CTRL_FO_BACKUP && mq->lazy && !back) {
+		/* The peer's backup, made now; ours connects to it */
+		mq->lz.pknown = true;
+		mq->lz.pqpn = m->failover.bqpn;
+		mq->lz.ppsn = m->failover.bpsn;
+		mq->lz.peer_conn |=
+			!!(m->failover.flags & R2CC_CTRL_FO_CONNECTED);
+	}
+	if (mq->life == R2CC_LIFE_RUN)
+		r2cc_mig_fence(mq, R2CC_CTRL_WHY_PEER);
+	if (!r2cc_mig_moving(mq)) {
+		/* Not protected (any more): say so, the peer gives up now
+		 * instead of at its bound. */
+		if (m->hdr.type == R2CC_CTRL_FAILOVER)
+			r2cc_mig_send_fo(mq, R2CC_CTRL_FAILOVER,
+					 m->failover.reason, 0, true);
+		goto out;
+	}
+	if (m->hdr.type == R2CC_CTRL_FAILOVER && mq->lz.made) {
+		if (r2cc_mig_lazy_connect(mq)) {
+			r2cc_mig_abandon(mq,
+					 "its backup could not be connected");
+			goto out;
+		}
+		/* Ours connected after our FAILOVER went out: say so */
+		if (mq->lz.conn && !mq->lz.said)
+			r2cc_mig_send_fo(mq, R2CC_CTRL_FAILOVER, mq->why, 0,
+					 false);
+	}
+	if (m->hdr.type == R2CC_CTRL_FAILOVER) {
+		if (mq->peer_rq_psn == R2CC_PSN_NONE)
+			mq->peer_rq_psn = m->failover.rq_psn;
+		replay(mq);
+	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK) {
+		repost(mq, m->failover.recvs,
+		       m->failover.flags & R2CC_CTRL_FO_RECV_TAKEN);
+	}
+out:
+	pthread_mutex_unlock(&mq->lock);
+	if (mq->srq && atomic_load(&ps.srq_sweep))
+		r2cc_mig_srq_sweep();
+}

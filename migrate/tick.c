@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tick.c - what the control thread's tick and the health thread drive:
+ * moves that waited too long for the peer, and a rail gone down.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fence.h"
+#include "mig_int.h"
+#include "tick.h"
+
+uint64_t r2cc_mig_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms)
+{
+	return t <= now && now - t >= ms * 1000000ULL;
+}
+
+void r2cc_mig_tick(void)
+{
+	struct r2cc_mig_qp *mq;
+	uint64_t now;
+
+	if (ps.keepalive_ms)
+		r2cc_mig_ka_tick();
+	/* (urgent moves back are bounded there even without failback) */
+	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
+		r2cc_mig_fb_tick();
+	/* SRQs are swept every tick: a QP on one may have lost its
+	 * protection (its SRQ's then), or fenced from a poll. */
+	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed) &&
+	    !__atomic_load_n(&ps.srqs, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&ps.lock);
+	/* Read under the lock: a fence made while the tick waited for it
+	 * is younger than a time read before (and unsigned). */
+	now = r2cc_mig_now_ns();
+	for (mq = ps.qps; mq; mq = mq->next) {
+		pthread_mutex_lock(&mq->lock);
+		if ((mq->life == R2CC_LIFE_FENCED ||
+		     mq->life == R2CC_LIFE_RECVS) &&
+		    r2cc_mig_past(mq->fault_ns, now, R2CC_FENCE_BOUND_MS))
+			r2cc_mig_abandon(mq, "no answer from the peer in time");
+		/* Replayed, but the peer's count of our consumed receives
+		 * never came (its channel died between the two): the
+		 * receives cannot move. (An SRQ's QPs: bounded by the
+		 * SRQ's sweep.) */
+		else if (mq->life == R2CC_LIFE_SENDS && !mq->srq &&
+			 r2cc_mig_past(mq->fault_ns, now,
+				       2 * R2CC_FENCE_BOUND_MS))
+			r2cc_mig_fail(mq, "the peer never said which receives "
+					  "its messages consumed");
+		pthread_mutex_unlock(&mq->lock);
+	}
+	if (ps.srqs)
+		r2cc_mig_srq_sweep();
+	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
+{
+	struct r2cc_mig_qp *mq;
+
+	pthread_mutex_lock(&ps.lock);
+	for (mq = ps.qps; mq; mq = mq->next) {
+		if (mq->rail != rail && mq->backup_rail != rail)
+			continue;
+		pthread_mutex_lock(&mq->lock);
+		if (mq->backup_rail == rail) {
+			/* Running on it: back to the primary, if it is up. */
+			if (mq->on_backup && !r2cc_mig_moving(mq))
+				r2cc_mig_fb_urgent(mq);
+			pthread_mutex_unlock(&mq->lock);
+			continue;
+		}
+		r2cc_mig_fence(mq, cause == R2CC_CAUSE_PORT_EVENT ?
+					   R2CC_CTRL_WHY_PORT_EVENT :
+					   R2CC_CTRL_WHY_CARRIER);
+		r2cc_mig_fb_rail_down(mq);
+		pthread_mutex_unlock(&mq->lock);
+	}
+	if (atomic_load(&ps.srq_sweep))
+		r2cc_mig_srq_sweep();
+	pthread_mutex_unlock(&ps.lock);
+}
