@@ -11,9 +11,12 @@
 #include <time.h>
 
 #include "complete.h"
+#include "failback.h"
 #include "fence.h"
 #include "mig_int.h"
+#include "module.h"
 #include "post.h"
+#include "srq.h"
 #include "tick.h"
 #include "wake.h"
 

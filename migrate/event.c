@@ -4,6 +4,7 @@
  * from which rail to which, why (the fence's reason in policy's terms) and
  * what the replay re-sent, added to the process's status record.
  */
+#include "event.h"
 #include "mig_int.h"
 
 /* enum r2cc_ctrl_reason -> enum r2cc_health_cause */

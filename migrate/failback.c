@@ -16,9 +16,13 @@
 
 #include "chan.h"
 #include "complete.h"
+#include "event.h"
+#include "failback.h"
 #include "fence.h"
 #include "mig_int.h"
+#include "module.h"
 #include "probe.h"
+#include "standby.h"
 #include "tick.h"
 #include "wake.h"
 

@@ -12,9 +12,13 @@
 
 #include "chan.h"
 #include "complete.h"
+#include "event.h"
 #include "fence.h"
 #include "mig_int.h"
+#include "module.h"
 #include "post.h"
+#include "srq.h"
+#include "standby.h"
 #include "tick.h"
 #include "wake.h"
 

@@ -22,6 +22,7 @@
 
 #include "chan.h"
 #include "fence.h"
+#include "keepalive.h"
 #include "mig_int.h"
 #include "probe.h"
 #include "tick.h"

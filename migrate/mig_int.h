@@ -242,12 +242,6 @@ struct r2cc_mig_state {
 };
 extern struct r2cc_mig_state ps;
 
-/* The channel's hook: r2cc_chan_resolve() for the QP of @cookie ended
- * (@peer 0: no owner). */
-void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer);
-
-void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
-
 /* Does a WR of @op consume a receive WR at the peer? */
 static inline bool r2cc_wr_consumes_recv(enum ibv_wr_opcode op)
 {
@@ -272,53 +266,5 @@ static inline bool r2cc_mig_back(const struct r2cc_mig_qp *mq)
 {
 	return r2cc_mig_moving(mq) && mq->on_backup;
 }
-
-/* failback.c: the backup failed while the QP runs on it: move back now if
- * the primary's rail is up (lock held; the next tick proposes). True: the
- * move back is under way. */
-bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
-/* protect.c: the backup to RESET and back to RTS towards the peer's
- * re-armed one (psn: its first PSN), CQs emptied first (mq lock held) */
-int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);
-/* protect.c, a lazy QP (mq lock held): its backup made now, or a parked
- * one taken out of RESET (-> INIT, a new first PSN) / connected to the
- * peer's, named by its FAILOVER (RTR, and RTS if the program's QP is) /
- * parked after a move back (RESET, its CQs emptied: kept for the next
- * failover, not destroyed while the program runs) / dropped. 0 or an
- * errno. */
-int r2cc_mig_backup_make(struct r2cc_mig_qp *mq);
-int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn);
-int r2cc_mig_backup_park(struct r2cc_mig_qp *mq);
-void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
-/* keepalive.c: quiet paths probed, silent ones failed over (the tick;
- * takes ps.lock) / its paths forgotten (ps.lock held) */
-void r2cc_mig_ka_tick(void);
-void r2cc_mig_ka_reset(void);
-/* failback.c */
-void r2cc_mig_fb_tick(void);
-void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);
-void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq); /* the move back is done */
-/* @mq's primary rail went down: a proposal of it is withdrawn */
-void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq);
-/* srq.c: @mq joins its program SRQ @s (a new QP, no lock held; one
- * joining a moved SRQ is unprotected) / leaves it (mq lock held) */
-void r2cc_mig_srq_joined(struct r2cc_mig_qp *mq, struct r2cc_mig_srq *s);
-void r2cc_mig_srq_left(struct r2cc_mig_qp *mq);
-/* srq.c: the backup rail of @mq is its SRQ's (pinned by the first QP,
- * whose backup SRQ is made now); @d is changed to it (mq lock held) */
-int r2cc_mig_srq_pin(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d);
-/* srq.c: a receive of @mq polled, @ok: successful (mq lock held) */
-void r2cc_mig_srq_retire(struct r2cc_mig_qp *mq, uint64_t wr_id, bool ok);
-/* srq.c: @mq was fenced: its SRQ moves, all its QPs (mq lock held) */
-void r2cc_mig_srq_fenced(struct r2cc_mig_qp *mq);
-/* srq.c: the peer's FAILOVER_ACK for @mq (mq lock held): -EPIPE when
- * the SRQ is not moving (it cannot move) */
-int r2cc_mig_srq_ack(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken);
-/* srq.c: fence the rest of a moving SRQ's QPs, move its receives when
- * all are in, or give up (ps.lock held, no QP's) */
-void r2cc_mig_srq_sweep(void);
-/* event.c: @mq's R2CC_EV_* for r2cc-ctl events (mq->lock held) */
-void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
-		    uint64_t bytes);
 
 #endif /* R2CC_MIG_INT_H */

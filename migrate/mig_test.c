@@ -5,10 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bind.h"
 #include "fence.h"
 #include "mig_int.h"
 #include "mig_test.h"
+#include "module.h"
 #include "move.h"
+#include "srq.h"
 
 void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 			 struct ibv_cq *bcq, uint64_t peer, uint32_t dest_qpn,

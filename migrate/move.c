@@ -10,10 +10,14 @@
 #include <time.h>
 
 #include "complete.h"
+#include "event.h"
+#include "failback.h"
 #include "fence.h"
 #include "mig_int.h"
+#include "module.h"
 #include "move.h"
 #include "post.h"
+#include "srq.h"
 #include "tick.h"
 #include "wake.h"
 

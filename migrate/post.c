@@ -12,7 +12,9 @@
 
 #include "complete.h"
 #include "fence.h"
+#include "keys.h"
 #include "mig_int.h"
+#include "module.h"
 #include "post.h"
 
 /* Logging stops for good: the QP runs as if r2cc were not there (a move
@@ -30,23 +32,6 @@ void r2cc_mig_give_up(struct r2cc_mig_qp *mq, const char *why, int err)
 		  strerror(err < 0 ? -err : err));
 	if (r2cc_mig_state(mq) != R2CC_PROT_MIGRATED)
 		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
-}
-
-static int rkey_xlate(const struct r2cc_mig_qp *mq, uint32_t rkey,
-		      uint32_t *out)
-{
-	int i, ret = -ENOENT;
-
-	pthread_rwlock_rdlock(&ps.mr_lock);
-	for (i = 0; i < ps.nmrs; i++)
-		if (ps.mrs[i].peer == mq->peer && ps.mrs[i].mr.rkey == rkey &&
-		    ps.mrs[i].rail == mq->backup_rail) {
-			*out = ps.mrs[i].mr.backup_rkey;
-			ret = 0;
-			break;
-		}
-	pthread_rwlock_unlock(&ps.mr_lock);
-	return ret;
 }
 
 int r2cc_mig_sge_xlate(const void *pd, int rail, const struct ibv_sge *in,
@@ -93,13 +78,15 @@ int r2cc_mig_backup_send(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
 		/* A zero-length one names no memory, and its R_Key need not
 		 * be valid (IB spec C9-88): UCX flushes with a 0-byte WRITE
 		 * to rkey 0, which no registration translates. */
-		ret = r2cc_wr_len(wr) ? rkey_xlate(mq, wr->wr.rdma.rkey,
-						   &w.wr.rdma.rkey) :
-					0;
+		ret = r2cc_wr_len(wr) ?
+			      r2cc_mig_rkey_xlate(mq, wr->wr.rdma.rkey,
+						  &w.wr.rdma.rkey) :
+			      0;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		ret = rkey_xlate(mq, wr->wr.atomic.rkey, &w.wr.atomic.rkey);
+		ret = r2cc_mig_rkey_xlate(mq, wr->wr.atomic.rkey,
+					  &w.wr.atomic.rkey);
 		break;
 	default:
 		ret = 0;

@@ -19,6 +19,7 @@
 #include "mig_int.h"
 #include "move.h"
 #include "post.h"
+#include "srq.h"
 #include "tick.h"
 
 /* ---- the program's SRQ ---- */

@@ -8,8 +8,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "failback.h"
 #include "fence.h"
+#include "keepalive.h"
 #include "mig_int.h"
+#include "srq.h"
 #include "tick.h"
 
 uint64_t r2cc_mig_now_ns(void)

@@ -213,7 +213,7 @@ void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 	cr_assert(mc);
 	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, srq, NULL);
 	cr_assert(mq);
-	/* What protect.c's bind would have left. */
+	/* What bind.c's bind would have left. */
 	r2cc_mig_test_bound(mq, bqp, bqp ? &bcq.cq : NULL, PEER, PEER_QPN,
 			    0x100);
 	if (!bqp)

@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bind.c - binding a QP's standby to the peer's (DESIGN §4-5): made when
+ * the program's QP reaches RTR, the peer found over the control channel,
+ * QP_BIND both ways, the rail both ends agree on, and the standby
+ * following the program's QP to RTS. RTR, not RTS: a responder may never
+ * be moved to RTS (perftest's write_bw server is not).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bind.h"
+#include "chan.h"
+#include "complete.h"
+#include "mig_int.h"
+#include "module.h"
+#include "objects.h"
+#include "srq.h"
+#include "standby.h"
+#include "tick.h"
+
+/* Does @m, the peer's QP_BIND, name @mq (its peer) as its peer? */
+static bool bind_is_for(const struct r2cc_mig_qp *mq,
+			const struct r2cc_ctrl_msg *m)
+{
+	return mq->qpn == m->qp_bind.peer.qpn &&
+	       mq->dest_qpn == m->qp_bind.local.qpn &&
+	       !memcmp(mq->gid, m->qp_bind.peer.gid, 16) &&
+	       !memcmp(mq->dest_gid, m->qp_bind.local.gid, 16);
+}
+
+/* The sender's QP_BIND names its primary and ours (its peer). */
+static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_msg *m)
+{
+	struct r2cc_mig_qp *mq;
+
+	for (mq = ps.qps; mq && !bind_is_for(mq, m); mq = mq->next)
+		;
+	return mq;
+}
+
+/* MR_KEYS and QP_BIND to the peer: our half of the binding. */
+static int send_bind(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_ctrl_msg *m = calloc(1, sizeof(*m));
+	int n, ret = -ENOMEM;
+
+	if (!m)
+		return ret;
+	m->hdr.type = R2CC_CTRL_MR_KEYS;
+	m->mr_keys.rail = (uint8_t)mq->backup_rail;
+	n = ps.env.mr_keys(mq->pd, mq->backup_rail, m->mr_keys.mr,
+			   R2CC_CTRL_MAX_MRS);
+	m->mr_keys.n = n > 0 ? (uint16_t)n : 0;
+	ret = n > 0 ? r2cc_chan_send(mq->peer, m) : 0;
+	if (!ret) {
+		memset(m, 0, sizeof(*m));
+		m->hdr.type = R2CC_CTRL_QP_BIND;
+		m->qp_bind.local.qpn = mq->qpn;
+		memcpy(m->qp_bind.local.gid, mq->gid, 16);
+		m->qp_bind.peer.qpn = mq->dest_qpn;
+		memcpy(m->qp_bind.peer.gid, mq->dest_gid, 16);
+		/* (lazy: no backup QP yet, its GID and rail only) */
+		m->qp_bind.backup.qpn = mq->bqp ? mq->bqp->qp_num : 0;
+		memcpy(m->qp_bind.backup.gid, mq->bgid, 16);
+		m->qp_bind.psn = mq->bqp ? mq->bpsn : 0;
+		m->qp_bind.rail = (uint8_t)mq->backup_rail;
+		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
+		m->qp_bind.flags = (mq->srq ? R2CC_CTRL_BIND_PINNED : 0) |
+				   (mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY);
+		ret = r2cc_chan_send(mq->peer, m);
+	}
+	free(m);
+	if (!ret)
+		mq->bind_sent = true;
+	return ret;
+}
+
+/* No backup for @mq after all (mq lock held): passthrough from now on. */
+static void unprotected(struct r2cc_mig_qp *mq, const char *why)
+{
+	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	r2cc_mig_stop_logging(mq);
+	/* One line per process, then at debug level: a job may have
+	 * thousands of QPs to a peer without r2cc. */
+	if (ps.no_peer_logged++)
+		r2cc_dbg("QP %#x unprotected: %s", mq->qpn, why);
+	else
+		r2cc_info(
+			"QP %#x unprotected: %s (further ones at debug level)",
+			mq->qpn, why);
+}
+
+/* Both halves known: connect the backup (mq lock held). Lazy ends (no
+ * backup QP) are ready as they are; a lazy end bound to an eager one makes
+ * its backup now and binds again with it, and the eager end waits for
+ * that second bind. */
+static void try_ready(struct r2cc_mig_qp *mq)
+{
+	bool peer_lazy = mq->peer_bind.qp_bind.flags & R2CC_CTRL_BIND_LAZY;
+	int ret;
+
+	if (mq->state != R2CC_PROT_BINDING || !mq->bind_got || !mq->bind_sent)
+		return;
+	if (!mq->bqp && !peer_lazy) {
+		ret = r2cc_mig_backup_make(mq);
+		if (!ret) {
+			mq->bind_sent = false;
+			ret = send_bind(mq);
+		}
+		if (ret) {
+			unprotected(mq, "no backup QP for an eager peer");
+			return;
+		}
+		r2cc_info("QP %#x: the peer makes its backups eagerly: so "
+			  "does this side for it",
+			  mq->qpn);
+	}
+	if (mq->bqp && peer_lazy)
+		return; /* its backup comes with its next QP_BIND */
+	if (!mq->bqp) {
+		mq->lazy = true;
+		r2cc_mig_set_state(mq, R2CC_PROT_READY);
+		r2cc_info("QP %#x protected (lazy): its backup and the "
+			  "peer's are made on rail %d at a failover",
+			  mq->qpn, mq->backup_rail);
+		return;
+	}
+	ret = r2cc_mig_backup_to_peer(mq);
+	if (ret) {
+		r2cc_warn("QP %#x: backup QP %#x on rail %d not connected: "
+			  "%s; unprotected",
+			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
+			  strerror(ret));
+		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		r2cc_mig_stop_logging(mq);
+		return;
+	}
+	r2cc_mig_set_state(mq, R2CC_PROT_READY);
+	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x",
+		  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
+		  mq->peer_bind.qp_bind.backup.qpn);
+}
+
+/* Send our bind; a QP whose bind cannot go out stays unprotected. */
+static void bind_or_give_up(struct r2cc_mig_qp *mq)
+{
+	char why[96];
+	int ret = send_bind(mq);
+
+	if (!ret)
+		return;
+	snprintf(why, sizeof(why),
+		 "its bind could not be sent to the peer (%s)",
+		 ret == -ENOTCONN ? "no open control connection" :
+				    strerror(-ret));
+	unprotected(mq, why);
+}
+
+static struct node_seen *node_find(const uint8_t gid[16])
+{
+	unsigned int i, n = ps.nnodes < MAX_NODES ? ps.nnodes : MAX_NODES;
+
+	for (i = 0; i < n; i++)
+		if (!memcmp(ps.nodes[i].gid, gid, 16))
+			return &ps.nodes[i];
+	return NULL;
+}
+
+/* The control plane learned whether @gid's node runs r2cc (ps.lock held):
+ * remember it (the latest word wins) and wake r2cc_mig_peer_runs(). */
+static void node_seen(const uint8_t gid[16], bool r2cc)
+{
+	struct node_seen *n = node_find(gid);
+
+	if (!n) {
+		n = &ps.nodes[ps.nnodes++ % MAX_NODES];
+		memcpy(n->gid, gid, 16);
+	}
+	n->r2cc = r2cc;
+	pthread_cond_broadcast(&ps.peer_cv);
+}
+
+void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
+{
+	struct r2cc_mig_qp *mq;
+
+	pthread_mutex_lock(&ps.lock);
+	mq = r2cc_mig_by_cookie(cookie);
+	if (!mq) {
+		pthread_mutex_unlock(&ps.lock);
+		return;
+	}
+	pthread_mutex_lock(&mq->lock);
+	if (mq->state != R2CC_PROT_BINDING)
+		goto out;
+	node_seen(mq->dest_gid, peer != 0);
+	if (!peer) {
+		unprotected(mq, "the peer runs no r2cc, or its control "
+				"channel is unreachable");
+		goto out;
+	}
+	mq->peer = peer;
+	if (!mq->bind_sent)
+		bind_or_give_up(mq);
+	try_ready(mq);
+out:
+	pthread_mutex_unlock(&mq->lock);
+	pthread_mutex_unlock(&ps.lock);
+}
+
+/*
+ * Do both ends' backups sit on the same rail (each end's placement chose
+ * alone)? If not, the end with the lower (GID, QPN) keeps its choice and
+ * the other remakes its backup there: a rail-optimised fabric joins rail
+ * i of one node to rail i of the others only. An end whose QP is on an
+ * SRQ cannot move (its SRQ's backups share a rail): it keeps its rail;
+ * if both are pinned to different rails, neither is protected. True: @m
+ * may be used now.
+ */
+static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
+{
+	int rail = m->qp_bind.rail, c = memcmp(mq->gid, mq->dest_gid, 16);
+	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED, had;
+	struct r2cc_mig_desc d;
+	int ret;
+
+	if (rail == mq->backup_rail)
+		return true;
+	if (mq->srq && peer_pinned) {
+		unprotected(mq, "both ends' SRQs keep their backups on other "
+				"rails");
+		return false;
+	}
+	if (mq->srq ||
+	    (!peer_pinned && (c < 0 || (!c && mq->qpn < mq->dest_qpn)))) {
+		r2cc_dbg("QP %#x: backup on rail %d, the peer's on %d: the "
+			 "peer's moves",
+			 mq->qpn, mq->backup_rail, rail);
+		return false;
+	}
+	memset(&d, 0, sizeof(d));
+	d.attr = &mq->attr;
+	d.rail = mq->rail;
+	d.backup_rail = rail;
+	ret = ps.env.rail_res ? ps.env.rail_res(mq->pd, rail, &d.backup_ctx,
+						&d.backup_pd) :
+				-ENOSYS;
+	if (ret) {
+		unprotected(mq, "the peer's backup rail is not usable here");
+		return false;
+	}
+	had = mq->bqp != NULL; /* (lazy: none to remake) */
+	r2cc_mig_backup_destroy(mq);
+	ret = r2cc_mig_read_gids(mq, &d);
+	if (!ret && had)
+		ret = r2cc_mig_backup_new(mq, &d, true);
+	else if (!ret)
+		r2cc_mig_ring_channel(
+			&d, true); /* for the backup a failover makes */
+	if (ret) {
+		r2cc_mig_backup_destroy(mq);
+		unprotected(mq, "no backup on the peer's backup rail");
+		return false;
+	}
+	r2cc_info("QP %#x: backup rail %d, not %d: the peer's", mq->qpn,
+		  mq->backup_rail, rail);
+	mq->backup_rail = rail;
+	mq->bctx = d.backup_ctx;
+	mq->bpd = d.backup_pd;
+	mq->bind_sent = false;
+	mq->brts = false;
+	if (mq->slot) {
+		atomic_store(&mq->slot->backup_rail, rail);
+		atomic_store(&mq->slot->backup_qpn,
+			     mq->bqp ? mq->bqp->qp_num : 0);
+	}
+	return true;
+}
+
+/* The peer's QP_BIND for @mq (ps.lock and mq lock held). */
+static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
+		    const struct r2cc_ctrl_msg *m)
+{
+	bool ok;
+
+	if (mq->state != R2CC_PROT_BINDING)
+		return;
+	if (m->qp_bind.mtu < IBV_MTU_256 || m->qp_bind.mtu > IBV_MTU_4096) {
+		unprotected(mq, "the peer's backup MTU is invalid");
+		return;
+	}
+	if (!mq->peer)
+		mq->peer = peer;
+	if (mq->peer != peer)
+		return; /* a bind from another process: not this QP's peer */
+	node_seen(mq->dest_gid, true);
+	ok = agree_rail(mq, m);
+	if (ok) {
+		mq->peer_bind = *m;
+		mq->bind_got = true;
+	}
+	/* Ours goes out either way: the peer learns our rail from it. */
+	if (mq->state == R2CC_PROT_BINDING && !mq->bind_sent)
+		bind_or_give_up(mq);
+	if (ok)
+		try_ready(mq);
+}
+
+/* ps.lock held */
+void r2cc_mig_got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	struct r2cc_mig_qp *mq = by_bind(m);
+
+	if (!mq) {
+		/* Our QP is not at RTR yet: kept for r2cc_mig_protect(). */
+		ps.early[ps.nearly % MAX_EARLY].peer = peer;
+		ps.early[ps.nearly % MAX_EARLY].m = *m;
+		ps.nearly++;
+		return;
+	}
+	pthread_mutex_lock(&mq->lock);
+	bind_qp(mq, peer, m);
+	pthread_mutex_unlock(&mq->lock);
+}
+
+/* The peer's QP_BIND came first: answer it, no lookup needed. */
+static bool take_early(struct r2cc_mig_qp *mq)
+{
+	unsigned int i, n = ps.nearly < MAX_EARLY ? ps.nearly : MAX_EARLY;
+
+	for (i = 0; i < n; i++) {
+		struct early *e = &ps.early[i];
+
+		if (!e->peer || !bind_is_for(mq, &e->m))
+			continue;
+		e->peer = 0; /* taken */
+		bind_qp(mq, e->m.hdr.sender, &e->m);
+		return mq->peer != 0;
+	}
+	return false;
+}
+
+void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
+{
+	struct r2cc_mig_desc pinned, *d = NULL;
+	struct r2cc_ctrl_qp_ref ref;
+	int ret;
+
+	if (!mq)
+		return;
+	pthread_mutex_lock(&ps.lock);
+	pthread_mutex_lock(&mq->lock);
+	if (!r2cc_mig_logs(mq) || mq->bqp)
+		goto out;
+	if (in) {
+		pinned = *in;
+		d = &pinned;
+	}
+	if (d && mq->srq && (ret = r2cc_mig_srq_pin(mq, d))) {
+		r2cc_warn("QP %#x: no backup for its SRQ (%s): unprotected",
+			  mq->qpn, strerror(-ret));
+		d = NULL;
+	}
+	if (!d) {
+		r2cc_dbg("QP %#x: no backup rail or no GRH: unprotected",
+			 mq->qpn);
+		r2cc_mig_stop_logging(mq);
+		goto out;
+	}
+	mq->attr = *d->attr;
+	mq->dest_qpn = d->attr->dest_qp_num;
+	memcpy(mq->dest_gid, d->attr->ah_attr.grh.dgid.raw, 16);
+	mq->rail = d->rail;
+	mq->backup_rail = d->backup_rail;
+	ret = r2cc_mtu_bytes(d->attr->path_mtu);
+	if (ret > 0)
+		ret = r2cc_mig_read_gids(mq, d);
+	if (ret) {
+		r2cc_warn("QP %#x: no MTU/GID to protect it by: "
+			  "unprotected",
+			  mq->qpn);
+		r2cc_mig_stop_logging(mq);
+		goto out;
+	}
+	mq->bctx = d->backup_ctx;
+	mq->bpd = d->backup_pd;
+	/* Lazy: the backup is made at a failover (an SRQ's QPs share a
+	 * backup SRQ made now: theirs are eager). */
+	if (ps.lazy && !mq->srq) {
+		r2cc_mig_ring_channel(
+			d, true); /* for the backup a failover makes */
+		ret = 0;
+	} else {
+		ret = r2cc_mig_backup_new(mq, d, true);
+	}
+	if (ret) {
+		r2cc_warn("QP %#x: no backup QP on rail %d (%s): unprotected",
+			  mq->qpn, d->backup_rail, strerror(ret));
+		r2cc_mig_backup_destroy(mq);
+		r2cc_mig_stop_logging(mq);
+		goto out;
+	}
+	if (mq->slot) {
+		atomic_store(&mq->slot->backup_rail, d->backup_rail);
+		atomic_store(&mq->slot->backup_qpn,
+			     mq->bqp ? mq->bqp->qp_num : 0);
+		mq->slot->peer_qpn = mq->dest_qpn;
+	}
+	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
+	if (take_early(mq))
+		goto out;
+	ref.qpn = mq->dest_qpn;
+	memcpy(ref.gid, mq->dest_gid, 16);
+	if (r2cc_chan_resolve(&ref, mq->cookie))
+		unprotected(mq, "the control channel is down");
+out:
+	pthread_mutex_unlock(&mq->lock);
+	pthread_mutex_unlock(&ps.lock);
+}
+
+bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms)
+{
+	uint64_t now = r2cc_mig_now_ns(), end = now + ms * 1000000ULL;
+	bool yes = false, known = false;
+
+	if (!mq)
+		return false;
+	pthread_mutex_lock(&ps.lock);
+	for (;;) {
+		const struct node_seen *n;
+		uint32_t st;
+		struct timespec ts;
+		uint64_t until;
+
+		pthread_mutex_lock(&mq->lock);
+		st = atomic_load(&mq->state);
+		if (!r2cc_mig_logs(mq) || st == R2CC_PROT_NONE ||
+		    st == R2CC_PROT_FAILED) {
+			known = true;
+		} else if (mq->peer || st != R2CC_PROT_BINDING) {
+			known = yes = true;
+		} else if ((n = node_find(mq->dest_gid))) {
+			known = true;
+			yes = n->r2cc;
+		}
+		pthread_mutex_unlock(&mq->lock);
+		now = r2cc_mig_now_ns();
+		if (known || now >= end)
+			break;
+		/* In slices: a QP given up without the module lock (the
+		 * data path's failures) wakes nobody. */
+		until = now + 20000000ULL < end ? now + 20000000ULL : end;
+		ts.tv_sec = (time_t)(until / 1000000000ULL);
+		ts.tv_nsec = (long)(until % 1000000000ULL);
+		pthread_cond_clockwait(&ps.peer_cv, &ps.lock, CLOCK_MONOTONIC,
+				       &ts);
+	}
+	pthread_mutex_unlock(&ps.lock);
+	if (!known)
+		r2cc_info("QP %#x: whether its peer runs r2cc is not known "
+			  "after %u ms: its ACK timeout is left as set",
+			  mq->qpn, ms);
+	return yes;
+}
+
+int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
+{
+	uint32_t st;
+	int ret = 0, mtu;
+
+	if (!mq)
+		return 0;
+	pthread_mutex_lock(&mq->lock);
+	st = atomic_load(&mq->state);
+	if (!r2cc_mig_logs(mq) || mq->rts)
+		goto out;
+	mq->attr = *attr;
+	mq->rts = true;
+	if (st == R2CC_PROT_MIGRATED) {
+		/* Failed over while a responder: the backup moves for it,
+		 * its send log already started at the backup's PSN. */
+		ret = r2cc_mig_backup_rts(mq);
+		if (ret)
+			r2cc_err("QP %#x: backup QP %#x not moved to RTS (%s)",
+				 mq->qpn, mq->bqp->qp_num, strerror(ret));
+		goto out;
+	}
+	/* Sends are logged from the program's first PSN on. */
+	mtu = r2cc_mtu_bytes(attr->path_mtu);
+	ret = mtu < 0 ?
+		      mtu :
+		      r2cc_sendlog_start(mq->slog, attr->sq_psn, (uint32_t)mtu);
+	if (!ret && st == R2CC_PROT_READY && mq->bqp)
+		ret = r2cc_mig_backup_rts(mq);
+	if (ret) {
+		r2cc_warn("QP %#x: no send log or backup RTS (%s): "
+			  "unprotected",
+			  mq->qpn, strerror(ret < 0 ? -ret : ret));
+		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		r2cc_mig_stop_logging(mq);
+		ret = 0; /* the program's QP is fine */
+	}
+out:
+	pthread_mutex_unlock(&mq->lock);
+	return ret;
+}

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bind.h - binding a QP's standby to the peer's (bind.c): the channel's
+ * and the dispatcher's hooks.
+ */
+#ifndef R2CC_MIG_BIND_H
+#define R2CC_MIG_BIND_H
+
+#include "mig_int.h"
+
+/* r2cc_chan_resolve() for the QP of @cookie ended (@peer 0: no owner);
+ * the channel thread, no lock held. */
+void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer);
+/* The peer's QP_BIND (ps.lock held): kept until our QP is at RTR, the
+ * rail agreed, the standby connected. */
+void r2cc_mig_got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m);
+
+#endif /* R2CC_MIG_BIND_H */

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * failback.h - the move back (failback.c). Every function: mq lock held
+ * unless it says otherwise.
+ */
+#ifndef R2CC_MIG_FAILBACK_H
+#define R2CC_MIG_FAILBACK_H
+
+#include "mig_int.h"
+
+/* The standby failed while the QP runs on it: move back now if the
+ * primary's rail is up (the next tick proposes). True: the move back is
+ * under way. */
+bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
+/* The channel's tick (no lock held): proposals, hold times, bounds. */
+void r2cc_mig_fb_tick(void);
+/* The peer's FAILBACK message (ps.lock held, no QP's). */
+void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);
+/* The move back is done: the standby re-armed with the peer. */
+void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq);
+/* @mq's primary rail went down: a proposal of it is withdrawn. */
+void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq);
+
+#endif /* R2CC_MIG_FAILBACK_H */

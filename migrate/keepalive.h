@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * keepalive.h - R2CC_KEEPALIVE (keepalive.c).
+ */
+#ifndef R2CC_MIG_KEEPALIVE_H
+#define R2CC_MIG_KEEPALIVE_H
+
+#include "mig_int.h"
+
+/* Quiet paths probed, silent ones' QPs fenced (the tick; takes ps.lock). */
+void r2cc_mig_ka_tick(void);
+/* Its paths forgotten (ps.lock held). */
+void r2cc_mig_ka_reset(void);
+
+#endif /* R2CC_MIG_KEEPALIVE_H */

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * module.c - migrate/'s one state (ps), its start and stop, and the
+ * control messages of the protection, each handed to the file of its
+ * concern; a QP's protection state as r2cc-ctl shows it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bind.h"
+#include "chan.h"
+#include "failback.h"
+#include "keepalive.h"
+#include "keys.h"
+#include "mig_int.h"
+#include "module.h"
+#include "move.h"
+#include "probe.h"
+#include "tick.h"
+
+struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			     .mr_lock = PTHREAD_RWLOCK_INITIALIZER,
+			     .peer_cv = PTHREAD_COND_INITIALIZER };
+
+void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
+{
+	atomic_store_explicit(&mq->state, st, memory_order_release);
+	if (mq->slot)
+		atomic_store_explicit(&mq->slot->prot, st,
+				      memory_order_relaxed);
+}
+
+uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq)
+{
+	return mq ? atomic_load(&mq->state) : R2CC_PROT_NONE;
+}
+
+static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	pthread_mutex_lock(&ps.lock);
+	switch (m->hdr.type) {
+	case R2CC_CTRL_MR_KEYS:
+		pthread_rwlock_wrlock(&ps.mr_lock);
+		r2cc_mig_got_mr_keys(peer, m);
+		pthread_rwlock_unlock(&ps.mr_lock);
+		break;
+	case R2CC_CTRL_MR_INVALIDATE:
+		pthread_rwlock_wrlock(&ps.mr_lock);
+		r2cc_mig_got_mr_inval(peer, m);
+		pthread_rwlock_unlock(&ps.mr_lock);
+		break;
+	case R2CC_CTRL_FAILOVER:
+	case R2CC_CTRL_FAILOVER_ACK:
+		r2cc_mig_got_failover(peer, m);
+		break;
+	case R2CC_CTRL_QP_BIND:
+		r2cc_mig_got_bind(peer, m);
+		break;
+	case R2CC_CTRL_FAILBACK:
+		r2cc_mig_got_failback(peer, m);
+		break;
+	default:
+		r2cc_dbg("control message %u not handled yet", m->hdr.type);
+	}
+	pthread_mutex_unlock(&ps.lock);
+}
+
+static void lookup(const struct r2cc_ctrl_qp_ref *q,
+		   struct r2cc_ctrl_lookup_reply *r)
+{
+	char dev[R2CC_DEVNAME_MAX];
+	uint16_t port;
+	int n;
+
+	r->found = 0;
+	if (ps.env.dev_of_gid(q->gid, dev, sizeof(dev)) ||
+	    r2cc_status_find_qp(dev, q->qpn, &r->owner, &port, &r->pid))
+		return;
+	n = r2cc_chan_addrs(r->addr, R2CC_CTRL_MAX_ADDRS, port);
+	if (n <= 0)
+		return;
+	r->naddr = (uint8_t)n;
+	r->found = 1;
+}
+
+int r2cc_mig_start(const struct r2cc_config *cfg,
+		   const struct r2cc_mig_verbs *v,
+		   const struct r2cc_mig_env *env, const char *const *rail_if,
+		   int nrail)
+{
+	static const struct r2cc_chan_hooks hooks = {
+		.on_msg = on_msg,
+		.on_resolved = r2cc_mig_on_resolved,
+		.lookup = lookup,
+		.on_tick = r2cc_mig_tick,
+	};
+	struct r2cc_chan_cfg cc = {
+		.port = (uint16_t)cfg->ctrl_port,
+		.pref_if = cfg->ctrl_if,
+		.rail_if = rail_if,
+		.nrail = nrail,
+	};
+	struct r2cc_ctrl_key key;
+	int ret;
+
+	if (!cfg->secret_file[0]) {
+		r2cc_info("no R2CC_SECRET_FILE: no control channel, "
+			  "connections run unprotected");
+		return -ENOKEY;
+	}
+	ret = r2cc_ctrl_key_load(&key, cfg->secret_file, 0);
+	if (ret) {
+		r2cc_err("no usable job secret: connections run unprotected");
+		return ret;
+	}
+	pthread_mutex_lock(&ps.lock);
+	ps.v = *v;
+	ps.env = *env;
+	ps.failback = cfg->failback;
+	ps.failback_hold_ms = cfg->failback_hold_ms;
+	ps.detect_ms = cfg->detect_ms;
+	ps.keepalive_ms = cfg->keepalive ? cfg->keepalive_ms : 0;
+	ps.lazy = cfg->backup == R2CC_BACKUP_LAZY;
+	if (!ps.mrs)
+		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
+	if (!ps.early)
+		ps.early = calloc(MAX_EARLY, sizeof(*ps.early));
+	pthread_mutex_unlock(&ps.lock);
+	ret = ps.mrs && ps.early ? r2cc_chan_start(&cc, &key, &hooks) : -ENOMEM;
+	r2cc_ctrl_key_wipe(&key);
+	if (ret) {
+		r2cc_err("control channel: %s: connections run unprotected",
+			 strerror(-ret));
+		return ret;
+	}
+	r2cc_status_ctrl(r2cc_chan_self(), r2cc_chan_port());
+	ps.on = true;
+	r2cc_info("control channel on port %u (rendezvous %u)",
+		  r2cc_chan_port(), cfg->ctrl_port);
+	return 0;
+}
+
+void r2cc_mig_stop(void)
+{
+	ps.on = false;
+	r2cc_chan_stop();
+	pthread_mutex_lock(&ps.lock);
+	r2cc_mig_ka_reset();
+	r2cc_probe_reset();
+	pthread_mutex_unlock(&ps.lock);
+}
+
+bool r2cc_mig_on(void)
+{
+	return ps.on && r2cc_chan_running();
+}

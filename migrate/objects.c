@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * objects.c - the protection's objects: a program CQ's and a program QP's
+ * state, made with them and released with them, and what the shim and
+ * the placement ask of all of them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mig_int.h"
+#include "objects.h"
+#include "srq.h"
+#include "standby.h"
+#include "wake.h"
+
+struct r2cc_mig_qp *r2cc_mig_by_cookie(uint64_t cookie)
+{
+	struct r2cc_mig_qp *mq;
+
+	for (mq = ps.qps; mq && mq->cookie != cookie; mq = mq->next)
+		;
+	return mq;
+}
+
+struct r2cc_mig_cq *r2cc_mig_cq_new(struct ibv_cq *cq, int cqe)
+{
+	struct r2cc_mig_cq *mc = calloc(1, sizeof(*mc));
+
+	if (!mc)
+		return NULL;
+	mc->cq = cq;
+	/* Room for a full CQ of synthesised completions. */
+	mc->stash = r2cc_wcstash_new(cqe > 0 ? (uint32_t)cqe * 2 : 64);
+	if (!mc->stash) {
+		free(mc);
+		return NULL;
+	}
+	pthread_mutex_init(&mc->lock, NULL);
+	return mc;
+}
+
+void r2cc_mig_cq_free(struct r2cc_mig_cq *mc)
+{
+	if (!mc)
+		return;
+	r2cc_mig_bell_free(mc);
+	r2cc_wcstash_free(mc->stash);
+	pthread_mutex_destroy(&mc->lock);
+	free(mc);
+}
+
+bool r2cc_mig_cq_busy(struct r2cc_mig_cq *mc)
+{
+	return !r2cc_wcstash_empty(mc->stash) ||
+	       __atomic_load_n(&mc->nqps, __ATOMIC_RELAXED);
+}
+
+struct r2cc_mig_qp *
+r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
+		struct r2cc_mig_cq *scq, struct r2cc_mig_cq *rcq,
+		struct r2cc_mig_srq *srq, struct r2cc_status_qp *slot)
+{
+	struct r2cc_mig_qp *mq;
+
+	if (!r2cc_mig_on() || !scq || !rcq)
+		return NULL;
+	mq = calloc(1, sizeof(*mq));
+	if (!mq)
+		return NULL;
+	/* Twice what the provider reported, plus one: rxe rounds a queue up
+	 * to 2^k - 1 and reports what was asked for (128 takes 255), and a
+	 * program may fill what it was given (libfabric's rxm does). The
+	 * receive log grows past that: posted minus polled also counts
+	 * what the CQ holds. */
+	mq->rlog = r2cc_recvlog_new(2 * cap->max_recv_wr + 1,
+				    cap->max_recv_sge ? cap->max_recv_sge : 1);
+	mq->slog = r2cc_sendlog_new(2 * cap->max_send_wr + 1,
+				    cap->max_send_sge ? cap->max_send_sge : 1,
+				    cap->max_inline_data, sig_all);
+	if (!mq->rlog || !mq->slog) {
+		r2cc_recvlog_free(mq->rlog);
+		r2cc_sendlog_free(mq->slog);
+		free(mq);
+		r2cc_warn("QP %#x: no memory for its logs: unprotected",
+			  qp->qp_num);
+		return NULL;
+	}
+	pthread_mutex_init(&mq->lock, NULL);
+	mq->qp = qp;
+	mq->pd = qp->pd;
+	mq->qpn = qp->qp_num;
+	mq->cap = *cap;
+	mq->sig_all = sig_all;
+	mq->scq = scq;
+	mq->rcq = rcq;
+	mq->slot = slot;
+	mq->rail = -1;
+	mq->backup_rail = -1;
+	mq->fb.peer_psn = R2CC_PSN_NONE;
+	mq->life = R2CC_LIFE_RUN; /* logged from its creation on */
+	if (srq)
+		r2cc_mig_srq_joined(mq, srq);
+	pthread_mutex_lock(&ps.lock);
+	mq->cookie = ++ps.next_cookie;
+	mq->next = ps.qps;
+	ps.qps = mq;
+	pthread_mutex_unlock(&ps.lock);
+	return mq;
+}
+
+void r2cc_mig_release(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_mig_qp **pp;
+
+	if (!mq)
+		return;
+	pthread_mutex_lock(&ps.lock);
+	for (pp = &ps.qps; *pp && *pp != mq; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = mq->next;
+	pthread_mutex_unlock(&ps.lock);
+	r2cc_mig_cq_detach(mq);
+	pthread_mutex_lock(&mq->lock);
+	r2cc_mig_srq_left(mq);
+	r2cc_mig_step(mq, R2CC_MEV_RELEASE);
+	r2cc_mig_backup_destroy(mq);
+	r2cc_sendlog_free(mq->slog);
+	r2cc_recvlog_free(mq->rlog);
+	free(mq->held);
+	mq->slog = NULL;
+	mq->rlog = NULL;
+	mq->held = NULL;
+	mq->nheld = mq->held_cap = 0;
+	pthread_mutex_unlock(&mq->lock);
+	/* Not freed: a thread polling one of its CQs may still hold a
+	 * pointer read from the CQ's list (r2cc_mig_poll_more()). */
+}
+
+bool r2cc_mig_covers(const struct r2cc_mig_qp *mq)
+{
+	/* A racy read is fine: an event raced with a move either way. */
+	return mq && r2cc_mig_logs(mq) &&
+	       (r2cc_mig_moving(mq) || mq->on_backup);
+}
+
+void r2cc_mig_rail_loads(uint32_t *n, int nrail)
+{
+	struct r2cc_mig_qp *mq;
+
+	pthread_mutex_lock(&ps.lock);
+	for (mq = ps.qps; mq; mq = mq->next)
+		if (r2cc_mig_logs(mq) && mq->backup_rail >= 0 &&
+		    mq->backup_rail < nrail)
+			n[mq->backup_rail]++;
+	pthread_mutex_unlock(&ps.lock);
+}

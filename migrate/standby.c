@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * standby.c - the standby (backup) QPs' verbs calls: made on the standby
+ * rail's shadow PD with their CQs, connected to the peer's (INIT, RTR,
+ * RTS), re-armed (RESET and back), parked, and dropped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan.h"
+#include "mig_int.h"
+#include "standby.h"
+#include "wake.h"
+
+static int backup_init(struct r2cc_mig_qp *mq, unsigned int access)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = access;
+	return ps.v.modify_qp(mq->bqp, &a,
+			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				      IBV_QP_ACCESS_FLAGS);
+}
+
+/* Both halves known: the backup goes RTR towards the peer's. */
+static int backup_rtr(struct r2cc_mig_qp *mq)
+{
+	const struct r2cc_ctrl_msg *b = &mq->peer_bind;
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = mq->attr.path_mtu < b->qp_bind.mtu ?
+			     mq->attr.path_mtu :
+			     (enum ibv_mtu)b->qp_bind.mtu;
+	mq->bmtu = a.path_mtu;
+	a.dest_qp_num = b->qp_bind.backup.qpn;
+	a.rq_psn = b->qp_bind.psn;
+	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
+	a.min_rnr_timer = mq->attr.min_rnr_timer;
+	a.ah_attr = mq->attr.ah_attr;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	memcpy(a.ah_attr.grh.dgid.raw, b->qp_bind.backup.gid, 16);
+	if (!a.ah_attr.grh.hop_limit)
+		a.ah_attr.grh.hop_limit = 64;
+	return ps.v.modify_qp(mq->bqp, &a,
+			      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				      IBV_QP_MAX_DEST_RD_ATOMIC |
+				      IBV_QP_MIN_RNR_TIMER);
+}
+
+/* The program's QP is at RTS and the backup at RTR: the backup follows,
+ * with the program's own timeout and retries. Not capped like the
+ * primary's: the only move from the backup is back to the primary (when
+ * the backup's rail goes down, or a path error shows on it), so capping
+ * would mostly turn what the program would ride out (a stall; 7 is
+ * endless on rxe) into an error it would not have seen. */
+int r2cc_mig_backup_rts(struct r2cc_mig_qp *mq)
+{
+	struct ibv_qp_attr a;
+	int ret;
+
+	if (mq->brts)
+		return 0;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = mq->attr.timeout;
+	a.retry_cnt = mq->attr.retry_cnt;
+	a.rnr_retry = 7;
+	a.sq_psn = mq->bpsn;
+	a.max_rd_atomic = mq->attr.max_rd_atomic;
+	ret = ps.v.modify_qp(mq->bqp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+	if (!ret)
+		mq->brts = true;
+	return ret;
+}
+
+/* The backup RTR towards the peer's (peer_bind), and RTS when the
+ * program's QP is there (mq lock held). */
+int r2cc_mig_backup_to_peer(struct r2cc_mig_qp *mq)
+{
+	int ret = backup_rtr(mq);
+
+	if (!ret && mq->rts)
+		ret = r2cc_mig_backup_rts(mq);
+	return ret;
+}
+
+/* The backup to RESET, its CQs emptied (mq lock held). What the fenced
+ * incarnation left (flushes; its consumed receives went to the program
+ * when it moved back) must not meet the next failover: RESET (no more
+ * flushes), then the CQs emptied (bounded: at most their size). */
+static int backup_reset(struct r2cc_mig_qp *mq)
+{
+	struct ibv_cq *cqs[2] = { mq->bscq, mq->brcq };
+	struct ibv_qp_attr a;
+	struct ibv_wc wc[16];
+	int c, ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	ret = ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE);
+	for (c = 0; c < 2; c++)
+		while (cqs[c] &&
+		       cqs[c]->context->ops.poll_cq(cqs[c], 16, wc) > 0)
+			;
+	mq->brts = false;
+	return ret;
+}
+
+int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
+{
+	int ret = backup_reset(mq);
+
+	if (!ret)
+		ret = backup_init(mq, mq->attr.qp_access_flags);
+	if (ret)
+		return ret;
+	mq->peer_bind.qp_bind.psn = psn;
+	return r2cc_mig_backup_to_peer(mq);
+}
+
+int r2cc_mig_backup_park(struct r2cc_mig_qp *mq)
+{
+	int ret = backup_reset(mq);
+
+	mq->bparked = !ret;
+	return ret;
+}
+
+int r2cc_mig_backup_make(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_mig_desc d;
+	int ret;
+
+	if (mq->bqp && mq->bparked) {
+		/* Parked since the last move back: out of RESET again */
+		ret = backup_init(mq, mq->attr.qp_access_flags);
+		if (ret)
+			return ret;
+		mq->bparked = false;
+		mq->bpsn = r2cc_psn_random();
+		return 0;
+	}
+	if (mq->bqp)
+		return 0;
+	memset(&d, 0, sizeof(d));
+	d.attr = &mq->attr;
+	d.rail = mq->rail;
+	d.backup_rail = mq->backup_rail;
+	d.backup_ctx = mq->bctx;
+	d.backup_pd = mq->bpd;
+	if (!d.backup_ctx || !d.backup_pd)
+		return ENODEV;
+	ret = r2cc_mig_backup_new(mq, &d, false);
+	if (ret) {
+		r2cc_mig_backup_destroy(mq);
+		return ret;
+	}
+	mq->brts = false;
+	if (mq->slot)
+		atomic_store(&mq->slot->backup_qpn, mq->bqp->qp_num);
+	return 0;
+}
+
+int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn)
+{
+	mq->peer_bind.qp_bind.backup.qpn = qpn;
+	mq->peer_bind.qp_bind.psn = psn;
+	return r2cc_mig_backup_to_peer(mq);
+}
+
+void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq)
+{
+	r2cc_mig_backup_destroy(mq);
+	mq->bparked = false;
+	mq->brts = false;
+	if (mq->slot)
+		atomic_store(&mq->slot->backup_qpn, 0);
+}
+
+/* Our GIDs: the program's, and the backup's at the same index (RoCE v2
+ * over IPv4 sits at the same index on every rail of a node). */
+int r2cc_mig_read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
+{
+	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
+	union ibv_gid g, bg;
+
+	if (ps.v.query_gid(mq->qp->context, ah->port_num ? ah->port_num : 1,
+			   ah->grh.sgid_index, &g) ||
+	    ps.v.query_gid(d->backup_ctx, 1, ah->grh.sgid_index, &bg))
+		return -EIO;
+	memcpy(mq->gid, g.raw, 16);
+	memcpy(mq->bgid, bg.raw, 16);
+	return 0;
+}
+
+/*
+ * The completion channel of the backups' CQs on @d's rail, made with the
+ * first when @make (ps.lock held): a completion there rings the program's
+ * channel (wake.c). A lazy QP's backup, made at its failover without
+ * ps.lock, takes the one its protection made. NULL: none (backups without
+ * events).
+ */
+struct ibv_comp_channel *r2cc_mig_ring_channel(const struct r2cc_mig_desc *d,
+					       bool make)
+{
+	struct ibv_comp_channel *ch;
+	int fl;
+
+	if (d->backup_rail < 0 || d->backup_rail >= R2CC_HEALTH_RAILS ||
+	    !ps.v.create_comp_channel || !ps.v.destroy_comp_channel)
+		return NULL;
+	ch = __atomic_load_n(&ps.ring_ch[d->backup_rail], __ATOMIC_ACQUIRE);
+	if (ch || !make)
+		return ch;
+	ch = ps.v.create_comp_channel(d->backup_ctx);
+	if (!ch)
+		return NULL;
+	fl = fcntl(ch->fd, F_GETFL);
+	if (fl < 0 || fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) ||
+	    r2cc_chan_watch(ch->fd, r2cc_mig_ring_ready, ch)) {
+		r2cc_warn("rail %d: no completion events from backups",
+			  d->backup_rail);
+		ps.v.destroy_comp_channel(ch);
+		return NULL;
+	}
+	__atomic_store_n(&ps.ring_ch[d->backup_rail], ch, __ATOMIC_RELEASE);
+	return ch;
+}
+
+/* The backup: its CQ(s) and an RC QP on the shadow PD, RESET -> INIT
+ * (@locked: ps.lock held, its rail's ring channel may be made). */
+int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
+			bool locked)
+{
+	struct ibv_qp_init_attr ia;
+
+	/* Room for every WR the backup may hold (twice the caps: see the
+	 * logs), receives too when the program's QP has one CQ. */
+	int scqe = 2 * (int)mq->cap.max_send_wr + 1,
+	    rcqe = 2 * (int)mq->cap.max_recv_wr + 1;
+
+	struct ibv_comp_channel *ch = r2cc_mig_ring_channel(d, locked);
+
+	mq->bscq = ps.v.create_cq(d->backup_ctx,
+				  mq->rcq != mq->scq ? scqe : scqe + rcqe, mq,
+				  ch, 0);
+	if (!mq->bscq)
+		return errno ? errno : ENOMEM;
+	/* Receives complete on their own CQ when the program's do. */
+	if (mq->rcq != mq->scq) {
+		mq->brcq = ps.v.create_cq(d->backup_ctx, rcqe, mq, ch, 0);
+		if (!mq->brcq)
+			return errno ? errno : ENOMEM;
+	} else {
+		mq->brcq = mq->bscq;
+	}
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = mq->bscq;
+	ia.recv_cq = mq->brcq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap = mq->cap;
+	if (mq->srq) {
+		ia.srq = mq->srq->bsrq;
+		ia.cap.max_recv_wr = ia.cap.max_recv_sge = 0;
+	}
+	ia.sq_sig_all = mq->sig_all;
+	mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
+	if (!mq->bqp)
+		return errno ? errno : ENOMEM;
+	mq->bpsn = r2cc_psn_random();
+	return backup_init(mq, d->attr->qp_access_flags);
+}
+
+void r2cc_mig_backup_destroy(struct r2cc_mig_qp *mq)
+{
+	if (mq->bqp && ps.v.destroy_qp(mq->bqp))
+		r2cc_warn("backup QP %#x: destroy failed", mq->bqp->qp_num);
+	if (mq->brcq && mq->brcq != mq->bscq && ps.v.destroy_cq(mq->brcq))
+		r2cc_warn("backup CQ: destroy failed");
+	if (mq->bscq && ps.v.destroy_cq(mq->bscq))
+		r2cc_warn("backup CQ: destroy failed");
+	mq->bqp = NULL;
+	mq->bscq = mq->brcq = NULL;
+}

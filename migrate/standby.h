@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * standby.h - the standby (backup) QPs' verbs calls (standby.c). Every
+ * function: mq lock held; 0 or a positive errno unless it says otherwise.
+ */
+#ifndef R2CC_MIG_STANDBY_H
+#define R2CC_MIG_STANDBY_H
+
+#include "mig_int.h"
+
+/* The standby: its CQ(s) and an RC QP on @d's shadow PD, RESET -> INIT
+ * (@locked: ps.lock held, its rail's ring channel may be made). */
+int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
+			bool locked);
+/* The standby and its CQs destroyed (nothing if there is none). */
+void r2cc_mig_backup_destroy(struct r2cc_mig_qp *mq);
+/* The standby RTR towards the peer's (peer_bind), and RTS when the
+ * program's QP is there. */
+int r2cc_mig_backup_to_peer(struct r2cc_mig_qp *mq);
+/* The standby RTR -> RTS, with the program's timeout and retries. */
+int r2cc_mig_backup_rts(struct r2cc_mig_qp *mq);
+/* The standby to RESET and back to RTS towards the peer's re-armed one
+ * (@psn: its first PSN), its CQs emptied first. */
+int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn);
+/* A lazy QP's standby made now, or a parked one taken out of RESET
+ * (-> INIT, a new first PSN) / connected to the peer's, named by its
+ * FAILOVER (RTR, and RTS if the program's QP is) / parked after a move
+ * back (RESET, its CQs emptied: kept for the next failover, not destroyed
+ * while the program runs) / dropped. */
+int r2cc_mig_backup_make(struct r2cc_mig_qp *mq);
+int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn);
+int r2cc_mig_backup_park(struct r2cc_mig_qp *mq);
+void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
+/* Our GIDs into @mq: the program's, and the standby's at the same index
+ * (RoCE v2 over IPv4 sits at the same index on every rail of a node). */
+int r2cc_mig_read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+/* The completion channel of the standbys' CQs on @d's rail, made with the
+ * first when @make (ps.lock held; no mq lock needed). NULL: none. */
+struct ibv_comp_channel *r2cc_mig_ring_channel(const struct r2cc_mig_desc *d,
+					       bool make);
+
+#endif /* R2CC_MIG_STANDBY_H */
