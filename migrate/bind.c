@@ -42,8 +42,7 @@ static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_msg *m)
 	return mq;
 }
 
-/* MR_KEYS and QP_BIND to the peer: our half of the binding. */
-static int send_bind(struct r2cc_mig_qp *mq)
+int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
 {
 	struct r2cc_ctrl_msg *m = calloc(1, sizeof(*m));
 	int n, ret = -ENOMEM;
@@ -70,7 +69,8 @@ static int send_bind(struct r2cc_mig_qp *mq)
 		m->qp_bind.rail = (uint8_t)mq->backup_rail;
 		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
 		m->qp_bind.flags = (mq->srq ? R2CC_CTRL_BIND_PINNED : 0) |
-				   (mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY);
+				   (mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY) |
+				   (again ? R2CC_CTRL_BIND_AGAIN : 0);
 		ret = r2cc_chan_send(mq->peer, m);
 	}
 	free(m);
@@ -79,8 +79,7 @@ static int send_bind(struct r2cc_mig_qp *mq)
 	return ret;
 }
 
-/* No backup for @mq after all (mq lock held): passthrough from now on. */
-static void unprotected(struct r2cc_mig_qp *mq, const char *why)
+void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, const char *why)
 {
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
 	r2cc_mig_stop_logging(mq);
@@ -109,10 +108,11 @@ static void try_ready(struct r2cc_mig_qp *mq)
 		ret = r2cc_mig_backup_make(mq);
 		if (!ret) {
 			mq->bind_sent = false;
-			ret = send_bind(mq);
+			ret = r2cc_mig_send_bind(mq, false);
 		}
 		if (ret) {
-			unprotected(mq, "no backup QP for an eager peer");
+			r2cc_mig_unprotected(mq,
+					     "no backup QP for an eager peer");
 			return;
 		}
 		r2cc_info("QP %#x: the peer makes its backups eagerly: so "
@@ -149,7 +149,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 static void bind_or_give_up(struct r2cc_mig_qp *mq)
 {
 	char why[96];
-	int ret = send_bind(mq);
+	int ret = r2cc_mig_send_bind(mq, false);
 
 	if (!ret)
 		return;
@@ -157,7 +157,7 @@ static void bind_or_give_up(struct r2cc_mig_qp *mq)
 		 "its bind could not be sent to the peer (%s)",
 		 ret == -ENOTCONN ? "no open control connection" :
 				    strerror(-ret));
-	unprotected(mq, why);
+	r2cc_mig_unprotected(mq, why);
 }
 
 static struct node_seen *node_find(const uint8_t gid[16])
@@ -199,8 +199,9 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 		goto out;
 	node_seen(mq->dest_gid, peer != 0);
 	if (!peer) {
-		unprotected(mq, "the peer runs no r2cc, or its control "
-				"channel is unreachable");
+		r2cc_mig_unprotected(mq,
+				     "the peer runs no r2cc, or its control "
+				     "channel is unreachable");
 		goto out;
 	}
 	mq->peer = peer;
@@ -221,22 +222,24 @@ out:
  * if both are pinned to different rails, neither is protected. True: @m
  * may be used now.
  */
-static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
+static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m,
+		       bool adopt)
 {
 	int rail = m->qp_bind.rail, c = memcmp(mq->gid, mq->dest_gid, 16);
 	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED, had;
 	struct r2cc_mig_desc d;
 	int ret;
 
-	if (rail == mq->backup_rail)
+	if (rail == mq->backup_rail && !adopt)
 		return true;
 	if (mq->srq && peer_pinned) {
-		unprotected(mq, "both ends' SRQs keep their backups on other "
-				"rails");
+		r2cc_mig_unprotected(
+			mq, "both ends' SRQs keep their backups on other "
+			    "rails");
 		return false;
 	}
-	if (mq->srq ||
-	    (!peer_pinned && (c < 0 || (!c && mq->qpn < mq->dest_qpn)))) {
+	if (mq->srq || (!adopt && !peer_pinned &&
+			(c < 0 || (!c && mq->qpn < mq->dest_qpn)))) {
 		r2cc_dbg("QP %#x: backup on rail %d, the peer's on %d: the "
 			 "peer's moves",
 			 mq->qpn, mq->backup_rail, rail);
@@ -250,7 +253,8 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 						&d.backup_pd) :
 				-ENOSYS;
 	if (ret) {
-		unprotected(mq, "the peer's backup rail is not usable here");
+		r2cc_mig_unprotected(
+			mq, "the peer's backup rail is not usable here");
 		return false;
 	}
 	had = mq->bqp != NULL; /* (lazy: none to remake) */
@@ -263,7 +267,7 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 			&d, true); /* for the backup a failover makes */
 	if (ret) {
 		r2cc_mig_backup_destroy(mq);
-		unprotected(mq, "no backup on the peer's backup rail");
+		r2cc_mig_unprotected(mq, "no backup on the peer's backup rail");
 		return false;
 	}
 	r2cc_info("QP %#x: backup rail %d, not %d: the peer's", mq->qpn,
@@ -281,16 +285,41 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 	return true;
 }
 
+/*
+ * A QP_BIND of the peer's after @mq was bound (mq lock held): its standby
+ * moved (its rail went down there) while both ends run on their own QPs.
+ * Ours follows it (adopting its rail, remade even on the same one: it is
+ * connected to the old); until both are connected again the QP is
+ * binding, unprotected. True: bind again.
+ */
+static bool bound_again(struct r2cc_mig_qp *mq, uint64_t peer,
+			const struct r2cc_ctrl_msg *m)
+{
+	uint32_t st = r2cc_mig_state(mq);
+
+	if (!(m->qp_bind.flags & R2CC_CTRL_BIND_AGAIN) || peer != mq->peer ||
+	    mq->life != R2CC_LIFE_RUN || mq->on_backup || mq->srq ||
+	    (st != R2CC_PROT_READY && st != R2CC_PROT_NONE))
+		return false;
+	r2cc_info("QP %#x: the peer's standby moved to rail %d: this side's "
+		  "follows",
+		  mq->qpn, m->qp_bind.rail);
+	mq->bind_sent = mq->bind_got = false;
+	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
+	return true;
+}
+
 /* The peer's QP_BIND for @mq (ps.lock and mq lock held). */
 static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		    const struct r2cc_ctrl_msg *m)
 {
-	bool ok;
+	bool ok, adopt = false;
 
-	if (mq->state != R2CC_PROT_BINDING)
+	if (mq->state != R2CC_PROT_BINDING &&
+	    !(adopt = bound_again(mq, peer, m)))
 		return;
 	if (m->qp_bind.mtu < IBV_MTU_256 || m->qp_bind.mtu > IBV_MTU_4096) {
-		unprotected(mq, "the peer's backup MTU is invalid");
+		r2cc_mig_unprotected(mq, "the peer's backup MTU is invalid");
 		return;
 	}
 	if (!mq->peer)
@@ -298,7 +327,7 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 	if (mq->peer != peer)
 		return; /* a bind from another process: not this QP's peer */
 	node_seen(mq->dest_gid, true);
-	ok = agree_rail(mq, m);
+	ok = agree_rail(mq, m, adopt);
 	if (ok) {
 		mq->peer_bind = *m;
 		mq->bind_got = true;
@@ -416,7 +445,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	ref.qpn = mq->dest_qpn;
 	memcpy(ref.gid, mq->dest_gid, 16);
 	if (r2cc_chan_resolve(&ref, mq->cookie))
-		unprotected(mq, "the control channel is down");
+		r2cc_mig_unprotected(mq, "the control channel is down");
 out:
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);

@@ -15,4 +15,11 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer);
  * rail agreed, the standby connected. */
 void r2cc_mig_got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m);
 
+/* MR_KEYS and QP_BIND to the peer, our half of the binding (mq lock
+ * held); @again: our standby moved (R2CC_CTRL_BIND_AGAIN). 0 or -errno. */
+int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again);
+/* No standby for @mq after all (mq lock held), said once per process
+ * (then at debug level): passthrough from now on. */
+void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, const char *why);
+
 #endif /* R2CC_MIG_BIND_H */

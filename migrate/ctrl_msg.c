@@ -316,7 +316,8 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		       m->qp_bind.psn <= MASK24 && rail_ok(m->qp_bind.rail) &&
 		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5 &&
 		       !(m->qp_bind.flags &
-			 ~(R2CC_CTRL_BIND_PINNED | R2CC_CTRL_BIND_LAZY)) &&
+			 ~(R2CC_CTRL_BIND_PINNED | R2CC_CTRL_BIND_LAZY |
+			   R2CC_CTRL_BIND_AGAIN)) &&
 		       (!(m->qp_bind.flags & R2CC_CTRL_BIND_LAZY) ||
 			(!m->qp_bind.backup.qpn && !m->qp_bind.psn));
 	case R2CC_CTRL_MR_KEYS:

@@ -128,6 +128,10 @@ enum r2cc_ctrl_fb_phase {
  * lazy): no backup QPN or PSN yet. A peer that makes its backup eagerly
  * gets one from it at once (both ends lazy, or neither). */
 #define R2CC_CTRL_BIND_LAZY (1U << 1)
+/* QP_BIND: the sender's standby moved to this rail (its old one's rail
+ * went down) while both ends run on their own QPs: a bound receiver
+ * makes a new standby there and binds again. */
+#define R2CC_CTRL_BIND_AGAIN (1U << 2)
 /* FAILBACK PROPOSE: the sender saw its rail go down and come back since
  * the failover (a rail without that evidence, e.g. after a black hole,
  * does not start a move back by itself). */
@@ -192,7 +196,7 @@ struct r2cc_ctrl_msg {
 			struct r2cc_ctrl_qp_ref local, peer, backup;
 			uint32_t psn; /* the backup QP's first PSN */
 			uint8_t rail, mtu;
-			uint8_t flags; /* R2CC_CTRL_BIND_PINNED, _LAZY */
+			uint8_t flags; /* R2CC_CTRL_BIND_PINNED, _LAZY, _AGAIN */
 		} qp_bind;
 		struct {
 			uint16_t n;

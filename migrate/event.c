@@ -40,3 +40,16 @@ void r2cc_mig_event(const struct r2cc_mig_qp *mq, uint32_t kind, uint64_t wrs,
 
 	r2cc_status_qp_event(&e);
 }
+
+void r2cc_mig_event_standby(const struct r2cc_mig_qp *mq, int from, int to)
+{
+	struct r2cc_status_event e = {
+		.kind = R2CC_EV_STANDBY,
+		.rail = from,
+		.cause = r2cc_health_get(from).cause,
+		.qpn = mq->qpn,
+		.to_rail = to,
+	};
+
+	r2cc_status_qp_event(&e);
+}

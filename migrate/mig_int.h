@@ -219,6 +219,8 @@ struct r2cc_mig_state {
 	unsigned int nearly;
 	struct r2cc_mig_srq *srqs; /* the program's SRQs (srq.c) */
 	_Atomic bool srq_sweep; /* an SRQ's state changed: sweep soon */
+	/* A rail changed: QPs whose standby's rail is down want a new one */
+	_Atomic bool rebind;
 	/* QPs fenced, their move neither done nor given up */
 	_Atomic unsigned int waiting;
 	_Atomic unsigned long refused; /* illegal life events (life.c) */

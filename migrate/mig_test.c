@@ -48,6 +48,13 @@ void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_unlock(&ps.lock);
 }
 
+void r2cc_mig_test_peer_binds(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	pthread_mutex_lock(&ps.lock);
+	r2cc_mig_got_bind(peer, m);
+	pthread_mutex_unlock(&ps.lock);
+}
+
 void r2cc_mig_test_peer_mr(uint64_t peer, int rail, uint32_t rkey,
 			   uint32_t backup_rkey)
 {

@@ -21,6 +21,8 @@
  * make its CQ raise a completion event (its flush is never delivered). */
 #define R2CC_RING_WRID 0x7232636372696e67ULL /* "r2ccring" */
 
+struct r2cc_mig_desc;
+
 /* The real libibverbs entry points migrate calls. */
 struct r2cc_mig_verbs {
 	struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe,
@@ -67,6 +69,10 @@ struct r2cc_mig_env {
 	/* r2cc's private context on @rail and the shadow of @pd there. */
 	int (*rail_res)(const void *pd, int rail, struct ibv_context **ctx,
 			struct ibv_pd **shadow);
+	/* A standby rail for the program's @qp now, chosen as at its RTR
+	 * among the rails up: d->backup_rail, backup_ctx and backup_pd set,
+	 * 0; or -ENODEV (none). Called with no lock of migrate/'s held. */
+	int (*standby_rail)(struct ibv_qp *qp, struct r2cc_mig_desc *d);
 };
 
 /* What the shim knows of a QP that just reached RTR. */
@@ -237,7 +243,11 @@ int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc);
 /* Anything for r2cc_mig_poll_more() (lock-free)? */
 bool r2cc_mig_cq_busy(struct r2cc_mig_cq *mc);
 /* A rail went down (@cause: carrier or port event, the failover's reason):
- * every ready QP on it fails over. */
+ * every ready QP on it fails over; one whose standby is on it gets a new
+ * standby on another rail (the channel's next tick). */
 void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause);
+/* @rail came up (the health thread): QPs waiting for a standby rail may
+ * get one now. */
+void r2cc_mig_rail_up(int rail);
 
 #endif /* R2CC_MIGRATE_PROTECT_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tick.c - what the control thread's tick and the health thread drive:
- * moves that waited too long for the peer, and a rail gone down.
+ * moves that waited too long for the peer, a rail gone down or up.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "fence.h"
 #include "keepalive.h"
 #include "mig_int.h"
+#include "rebind.h"
 #include "srq.h"
 #include "tick.h"
 
@@ -35,6 +36,7 @@ void r2cc_mig_tick(void)
 
 	if (ps.keepalive_ms)
 		r2cc_mig_ka_tick();
+	r2cc_mig_rebind_sweep();
 	/* (urgent moves back are bounded there even without failback) */
 	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();
@@ -79,9 +81,12 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 			continue;
 		pthread_mutex_lock(&mq->lock);
 		if (mq->backup_rail == rail) {
-			/* Running on it: back to the primary, if it is up. */
+			/* Running on it: back to the primary, if it is up;
+			 * standing by on it: a new standby (rebind.c). */
 			if (mq->on_backup && !r2cc_mig_moving(mq))
 				r2cc_mig_fb_urgent(mq);
+			else if (!mq->on_backup)
+				atomic_store(&ps.rebind, true);
 			pthread_mutex_unlock(&mq->lock);
 			continue;
 		}
@@ -94,4 +99,10 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 	if (atomic_load(&ps.srq_sweep))
 		r2cc_mig_srq_sweep();
 	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_rail_up(int rail)
+{
+	(void)rail;
+	atomic_store(&ps.rebind, true);
 }

@@ -231,7 +231,7 @@ void r2cc_status_qp_event(const struct r2cc_status_event *ev)
 const char *r2cc_status_ev_kind_name(uint32_t kind)
 {
 	static const char *const n[] = { "rail", "failover", "failback",
-					 "failover_failed" };
+					 "failover_failed", "standby" };
 
 	return kind < R2CC_EV_NKINDS ? n[kind] : "?";
 }

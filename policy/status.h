@@ -52,6 +52,7 @@ enum r2cc_status_ev_kind {
 	R2CC_EV_FAILOVER, /* a QP moved to its backup */
 	R2CC_EV_FAILBACK, /* a QP moved back to its repaired rail */
 	R2CC_EV_FAILOVER_FAILED, /* no failover: the native error shown */
+	R2CC_EV_STANDBY, /* a QP's standby moved (its rail went down) */
 	R2CC_EV_NKINDS
 };
 const char *r2cc_status_ev_kind_name(uint32_t kind);

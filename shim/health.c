@@ -3,7 +3,7 @@
  * health.c - the shim's side of rail health: r2cc's private context on
  * every rail hands its async events (port up/down) to policy/'s monitor,
  * which also watches the rails' netdev carrier. Changes are logged; the
- * failover engine will act on them.
+ * failover engine acts on them (migrate/: a rail down or up).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +75,8 @@ static void on_change(int rail, enum r2cc_rail_state state,
 	r2cc_status_event(rail, state, cause);
 	if (state == R2CC_RAIL_DOWN)
 		r2cc_mig_rail_down(rail, cause);
+	else if (state == R2CC_RAIL_UP)
+		r2cc_mig_rail_up(rail);
 }
 
 void r2cc_shim_health_start(void)

@@ -125,13 +125,16 @@ static int mig_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	return r2cc_real.ibv_query_qp(qp, attr, mask, init);
 }
 
+static int standby_rail(struct ibv_qp *qp, struct r2cc_mig_desc *d);
+
 void r2cc_shim_protect_start(void)
 {
 	const struct r2cc_mig_env env = { .dev_of_gid = dev_of_gid,
 					  .mr_keys = mr_keys,
 					  .lkey_xlate = lkey_xlate,
 					  .mr_key = mr_key,
-					  .rail_res = rail_res };
+					  .rail_res = rail_res,
+					  .standby_rail = standby_rail };
 	struct r2cc_mig_verbs real = {
 		.create_cq = r2cc_real.ibv_create_cq,
 		.destroy_cq = r2cc_real.ibv_destroy_cq,
@@ -231,6 +234,22 @@ static int backup_rail(const struct r2cc_pd *p, const struct r2cc_qp *q)
 	if (!pd_locate(p, &loc))
 		lp = &loc;
 	return r2cc_place_choose(rails, n, q->rail, lp, salt);
+}
+
+/* A new standby rail for the program's @qp (its old one's rail went
+ * down): chosen as at its RTR, among the rails up now. */
+static int standby_rail(struct ibv_qp *qp, struct r2cc_mig_desc *d)
+{
+	struct r2cc_qp *q = r2cc_lookup(qp, R2CC_OBJ_QP);
+	struct r2cc_pd *p = q ? r2cc_lookup(qp->pd, R2CC_OBJ_PD) : NULL;
+	int r = p ? backup_rail(p, q) : -ENODEV;
+
+	if (r < 0)
+		return r;
+	d->backup_rail = r;
+	d->backup_ctx = r2cc_rail_ctx(r);
+	d->backup_pd = p->shadow[r];
+	return d->backup_ctx && d->backup_pd ? 0 : -ENODEV;
 }
 
 /* The r2cc_mig_cq of the program's @cq, made on first use. */

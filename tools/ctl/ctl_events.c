@@ -45,7 +45,7 @@ static void print_qp(const struct row *r)
 	pr_int("to_rail", " -> rail %lld", e->to_rail);
 	pr_str("to_dev", " %s", rail_dev(r->s, e->to_rail));
 	pr_str("cause", " (%s)", r2cc_health_cause_name(e->cause));
-	if (e->kind == R2CC_EV_FAILOVER_FAILED)
+	if (e->kind == R2CC_EV_FAILOVER_FAILED || e->kind == R2CC_EV_STANDBY)
 		return;
 	pr_int("replayed_wrs", " replayed %lld WRs", (long long)e->wrs);
 	pr_int("replayed_bytes", " %lld bytes", (long long)e->bytes);

@@ -4,6 +4,7 @@
  * of the move drive (fo_fixture.h).
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,68 @@ struct ibv_srq *f_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
 struct r2cc_mig_cq *mc;
 struct r2cc_mig_qp *mq;
 
+static int f_query_gid(struct ibv_context *c, uint8_t port, int index,
+		       union ibv_gid *gid)
+{
+	(void)c;
+	(void)port;
+	memset(gid, 0, sizeof(*gid));
+	gid->raw[15] = (uint8_t)index;
+	return 0;
+}
+
+int fo_standby = 2;
+static struct ibv_pd spd;
+
+static int f_standby_rail(struct ibv_qp *qp, struct r2cc_mig_desc *d)
+{
+	(void)qp;
+	if (fo_standby < 0)
+		return -ENODEV;
+	d->backup_rail = fo_standby;
+	d->backup_ctx = &ctx;
+	d->backup_pd = &spd;
+	return 0;
+}
+
+static int f_rail_res(const void *pd, int rail, struct ibv_context **c,
+		      struct ibv_pd **shadow)
+{
+	(void)pd;
+	(void)rail;
+	*c = &ctx;
+	*shadow = &spd;
+	return 0;
+}
+
+static int f_mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr *out,
+		     int max)
+{
+	(void)pd;
+	(void)rail;
+	(void)out;
+	(void)max;
+	return 0;
+}
+
+bool fo_capture;
+struct r2cc_ctrl_msg fo_sent[FO_SENT];
+int fo_nsent;
+
+int __real_r2cc_chan_send(uint64_t peer, const struct r2cc_ctrl_msg *m);
+int __wrap_r2cc_chan_send(uint64_t peer, const struct r2cc_ctrl_msg *m);
+
+/* Linked with --wrap=r2cc_chan_send: with fo_capture, what migrate/ sends
+ * is kept (the last FO_SENT) and said sent. */
+int __wrap_r2cc_chan_send(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	if (!fo_capture)
+		return __real_r2cc_chan_send(peer, m);
+	cr_expect_eq(peer, PEER);
+	fo_sent[fo_nsent++ % FO_SENT] = *m;
+	return 0;
+}
+
 /* The module on (a loopback control channel nobody else talks to). */
 void start(void)
 {
@@ -161,8 +224,12 @@ void start(void)
 		.create_qp = f_create_qp,
 		.create_srq = f_create_srq,
 		.destroy_srq = (int (*)(struct ibv_srq *))f_destroy,
+		.query_gid = f_query_gid,
 	};
-	static const struct r2cc_mig_env env = { .lkey_xlate = f_lkey_xlate };
+	static const struct r2cc_mig_env env = { .lkey_xlate = f_lkey_xlate,
+						 .standby_rail = f_standby_rail,
+						 .rail_res = f_rail_res,
+						 .mr_keys = f_mr_keys };
 	char secret[64], port[32], *envp[4];
 	struct r2cc_config cfg;
 	FILE *f;

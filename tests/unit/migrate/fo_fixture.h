@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ctrl_msg.h"
 #include "mig_test.h"
 
 #define PEER 0x1234
@@ -47,6 +48,14 @@ extern uint32_t fence_rq_psn; /* what a query of a fenced QP answers */
 extern int nmade; /* backup QPs made (a lazy QP's, at its failover) */
 extern struct r2cc_mig_cq *mc; /* the program's CQ's */
 extern struct r2cc_mig_qp *mq; /* the protected QP */
+/* The rail the shim's placement gives a new standby (-1: none up). */
+extern int fo_standby;
+/* Sends to the peer kept (not sent) while true: the last FO_SENT of them,
+ * fo_nsent in all. */
+#define FO_SENT 16
+extern bool fo_capture;
+extern struct r2cc_ctrl_msg fo_sent[FO_SENT];
+extern int fo_nsent;
 
 int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		struct ibv_send_wr **bad);

@@ -107,9 +107,9 @@ has "$out" 'dev="we\\"ird\\\\dev",qpn="258",status="error"} 2'
 has "$out" 'op="write"} 1000'
 has "$out" '^r2cc_wr_bytes_posted_total{pid="'"$wpid"'",comm="[^"]*",dev="mlx5_0",qpn="257"} 65536000$'
 has "$out" '^r2cc_recv_posted_total{.*qpn="258"} 11$'
-# events: rail changes and QP failovers in one list, oldest first.
+# events: rail changes, QP failovers and standbys in one list, oldest first.
 t events 0 $ctl -j events &&
-	jq -e 'length == 4 and all(.[]; .pid > 0 and .comm != null)
+	jq -e 'length == 5 and all(.[]; .pid > 0 and .comm != null)
 		and ([.[].time] == ([.[].time] | sort))
 		and .[0].event == "rail" and .[0].rail == 1
 		and .[0].dev == "mlx5_1" and .[0].state == "down"
@@ -122,15 +122,19 @@ t events 0 $ctl -j events &&
 		and (.[2] | has("state") | not)
 		and .[3].event == "failover_failed" and .[3].qpn == 259
 		and .[3].to_dev == "mlx5_1" and .[3].cause == "peer"
-		and (.[3] | has("replayed_wrs") | not)' "$out" > /dev/null ||
+		and (.[3] | has("replayed_wrs") | not)
+		and .[4] == (.[4] + {event: "standby", qpn: 257, rail: 1,
+			to_rail: 0, cause: "carrier"})
+		and (.[4] | has("replayed_wrs") | not)' "$out" > /dev/null ||
 	{ echo "FAIL events: $(cat "$out")"; fail=1; }
-t events-pretty 0 $ctl -j -p events && jq -e 'length == 4' "$out" > /dev/null ||
+t events-pretty 0 $ctl -j -p events && jq -e 'length == 5' "$out" > /dev/null ||
 	{ echo "FAIL events-pretty: $(cat "$out")"; fail=1; }
 t events-pid 0 $ctl events pid "$wpid" && {
 	has "$out" "rail 1 mlx5_1 down (carrier)$"
 	has "$out" " failover qpn 258 rail 1 mlx5_1 -> rail 0 mlx5_0 (cq error) replayed 5 WRs 4096 bytes$"
 	has "$out" " failover_failed qpn 259 rail 0 mlx5_0 -> rail 1 mlx5_1 (peer)$"
-	[ "$(grep -c . "$out")" = 4 ] || { echo "FAIL events-pid: not 4 lines"; fail=1; }
+	has "$out" " standby qpn 257 rail 1 mlx5_1 -> rail 0 mlx5_0 (carrier)$"
+	[ "$(grep -c . "$out")" = 5 ] || { echo "FAIL events-pid: not 5 lines"; fail=1; }
 }
 t events-badpid 1 $ctl events pid x && has "$err" "usage: r2cc-ctl events"
 t events-help 0 $ctl events help && has "$err" "failovers"

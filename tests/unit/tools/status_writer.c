@@ -26,6 +26,11 @@ int main(void)
 					  .cause = R2CC_CAUSE_PEER,
 					  .qpn = 0x103,
 					  .to_rail = 1 };
+	struct r2cc_status_event sb = { .kind = R2CC_EV_STANDBY,
+					.rail = 1,
+					.cause = R2CC_CAUSE_CARRIER,
+					.qpn = 0x101,
+					.to_rail = 0 };
 	struct r2cc_status_qp *a, *b;
 	char c;
 
@@ -39,6 +44,7 @@ int main(void)
 	r2cc_status_event(1, R2CC_RAIL_UP, R2CC_CAUSE_PORT_EVENT);
 	r2cc_status_qp_event(&fo);
 	r2cc_status_qp_event(&nofo);
+	r2cc_status_qp_event(&sb);
 	a = r2cc_status_qp_add(0x101, 2, 0, "mlx5_0");
 	b = r2cc_status_qp_add(0x102, 2, 1, "we\"ird\\dev");
 	if (!a || !b)

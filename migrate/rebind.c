@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rebind.c - a standby whose rail went down while its QP runs on its own:
+ * on the channel's next tick the QP gets a new standby on another rail up
+ * (placement as at its RTR), bound to the peer again (QP_BIND with
+ * R2CC_CTRL_BIND_AGAIN: the peer's follows, bind.c). With no rail up for
+ * one, the QP runs unprotected, still logged, until a rail comes up.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "bind.h"
+#include "event.h"
+#include "mig_int.h"
+#include "module.h"
+#include "rebind.h"
+#include "standby.h"
+
+#define REBIND_BATCH 64 /* QPs per tick; the rest on the next */
+
+/* Does @mq run on its own QP with its standby's rail down (mq lock)? */
+static bool lost_standby(const struct r2cc_mig_qp *mq)
+{
+	uint32_t st = r2cc_mig_state(mq);
+
+	return mq->life == R2CC_LIFE_RUN && !mq->on_backup && mq->peer &&
+	       mq->backup_rail >= 0 &&
+	       (st == R2CC_PROT_READY || st == R2CC_PROT_NONE) &&
+	       r2cc_health_get(mq->backup_rail).state == R2CC_RAIL_DOWN;
+}
+
+/* @mq's standby goes to @d's rail and is bound again (ps.lock and mq
+ * lock held). */
+static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
+{
+	int old = mq->backup_rail, ret;
+
+	r2cc_mig_backup_destroy(mq);
+	d->attr = &mq->attr;
+	d->rail = mq->rail;
+	ret = r2cc_mig_read_gids(mq, d);
+	if (!ret && !mq->lazy)
+		ret = r2cc_mig_backup_new(mq, d, true);
+	else if (!ret)
+		r2cc_mig_ring_channel(d,
+				      true); /* for the one a failover makes */
+	if (ret) {
+		r2cc_mig_backup_destroy(mq);
+		r2cc_mig_unprotected(mq, "no new standby QP");
+		return;
+	}
+	mq->backup_rail = d->backup_rail;
+	mq->bctx = d->backup_ctx;
+	mq->bpd = d->backup_pd;
+	mq->brts = false;
+	mq->bind_sent = mq->bind_got = false;
+	if (mq->slot) {
+		atomic_store(&mq->slot->backup_rail, d->backup_rail);
+		atomic_store(&mq->slot->backup_qpn,
+			     mq->bqp ? mq->bqp->qp_num : 0);
+	}
+	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
+	ret = r2cc_mig_send_bind(mq, true);
+	if (ret) {
+		r2cc_mig_unprotected(mq, "its new standby's bind could not be "
+					 "sent");
+		return;
+	}
+	r2cc_mig_event_standby(mq, old, d->backup_rail);
+	r2cc_info("QP %#x: its standby's rail %d is down: a new standby on "
+		  "rail %d, bound again",
+		  mq->qpn, old, d->backup_rail);
+}
+
+/* Waiting for a standby rail (lost_standby() found none up), and its
+ * old one is up again: that standby, still connected, stands by again. */
+static bool standby_back(const struct r2cc_mig_qp *mq)
+{
+	return mq->life == R2CC_LIFE_RUN && !mq->on_backup && mq->peer &&
+	       mq->backup_rail >= 0 && !mq->srq &&
+	       r2cc_mig_state(mq) == R2CC_PROT_NONE &&
+	       r2cc_health_get(mq->backup_rail).state == R2CC_RAIL_UP;
+}
+
+/* With no other rail up: passthrough, still logged (mq lock held). */
+static void no_rail(struct r2cc_mig_qp *mq)
+{
+	if (r2cc_mig_state(mq) == R2CC_PROT_NONE)
+		return;
+	r2cc_warn("QP %#x: its standby's rail %d is down and no other rail "
+		  "is up for one: unprotected until one is",
+		  mq->qpn, mq->backup_rail);
+	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+}
+
+void r2cc_mig_rebind_sweep(void)
+{
+	struct r2cc_mig_qp *lost[REBIND_BATCH], *mq;
+	int n = 0, i, ret;
+
+	if (!atomic_exchange(&ps.rebind, false))
+		return;
+	pthread_mutex_lock(&ps.lock);
+	for (mq = ps.qps; mq; mq = mq->next) {
+		pthread_mutex_lock(&mq->lock);
+		if (standby_back(mq)) {
+			r2cc_mig_set_state(mq, R2CC_PROT_READY);
+			r2cc_info("QP %#x: its standby's rail %d is up again: "
+				  "protected",
+				  mq->qpn, mq->backup_rail);
+		} else if (lost_standby(mq) && mq->srq) {
+			/* its SRQ's standby sits on that rail */
+			r2cc_mig_unprotected(mq, "its SRQ's standby rail is "
+						 "down");
+		} else if (lost_standby(mq) && n < REBIND_BATCH) {
+			lost[n++] = mq;
+		} else if (lost_standby(mq)) {
+			atomic_store(&ps.rebind, true); /* the next tick */
+		}
+		pthread_mutex_unlock(&mq->lock);
+	}
+	pthread_mutex_unlock(&ps.lock);
+	for (i = 0; i < n; i++) {
+		struct r2cc_mig_desc d;
+
+		/* Placement weighs every QP's standby rail (ps.lock): asked
+		 * with no lock held. QPs are never freed (objects.c). */
+		memset(&d, 0, sizeof(d));
+		ret = ps.env.standby_rail ?
+			      ps.env.standby_rail(lost[i]->qp, &d) :
+			      -ENOSYS;
+		pthread_mutex_lock(&ps.lock);
+		pthread_mutex_lock(&lost[i]->lock);
+		if (!lost_standby(lost[i]))
+			; /* moved, released, or bound again meanwhile */
+		else if (ret || d.backup_rail < 0 ||
+			 d.backup_rail == lost[i]->backup_rail ||
+			 d.backup_rail == lost[i]->rail)
+			no_rail(lost[i]);
+		else
+			rebind(lost[i], &d);
+		pthread_mutex_unlock(&lost[i]->lock);
+		pthread_mutex_unlock(&ps.lock);
+	}
+}

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_rebind.c - a standby whose rail goes down while its QP runs on its
+ * own (rebind.c, bind.c): a new standby on the rail placement gives, bound
+ * again (QP_BIND with R2CC_CTRL_BIND_AGAIN) and connected to the peer's
+ * answer; the peer's side of that bind; and no rail up for one: the QP
+ * runs unprotected until one comes up. The peer is played through the
+ * captured sends (fo_fixture.c wraps r2cc_chan_send).
+ */
+#include <criterion/criterion.h>
+#include <infiniband/verbs.h>
+#include <string.h>
+
+#include "fo_fixture.h"
+#include "protect.h"
+#include "tick.h"
+
+static void rails(void)
+{
+	cr_assert_eq(r2cc_health_add_rail(1, "rxe1", "r2cc-none1"), 0);
+	cr_assert_eq(r2cc_health_add_rail(2, "rxe2", "r2cc-none2"), 0);
+	r2cc_health_report(1, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	r2cc_health_report(2, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	fo_capture = true;
+}
+
+static void rebind_setup(void)
+{
+	setup();
+	rails();
+}
+
+/* The last QP_BIND captured, or NULL. */
+static const struct r2cc_ctrl_msg *last_bind(void)
+{
+	int i;
+
+	for (i = fo_nsent - 1; i >= 0 && i >= fo_nsent - FO_SENT; i--)
+		if (fo_sent[i % FO_SENT].hdr.type == R2CC_CTRL_QP_BIND)
+			return &fo_sent[i % FO_SENT];
+	return NULL;
+}
+
+/* The peer's QP_BIND for our QP: its standby @bqpn on @rail. */
+static void peer_binds(int rail, uint32_t bqpn, uint8_t flags)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_QP_BIND;
+	m.qp_bind.local.qpn = PEER_QPN;
+	m.qp_bind.peer.qpn = 0x11;
+	m.qp_bind.backup.qpn = bqpn;
+	m.qp_bind.psn = 0x300;
+	m.qp_bind.rail = (uint8_t)rail;
+	m.qp_bind.mtu = IBV_MTU_1024;
+	m.qp_bind.flags = flags;
+	/* the GIDs the fixture's query answers (index 0: all zero) */
+	r2cc_mig_test_peer_binds(PEER, &m);
+}
+
+static void rail_down(int rail)
+{
+	r2cc_health_report(rail, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
+	r2cc_mig_rail_down(rail, R2CC_CAUSE_CARRIER);
+	r2cc_mig_tick();
+}
+
+Test(rebind, a_dead_standby_rail_gets_a_new_standby_bound_again,
+     .init = rebind_setup, .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *b;
+	int made = nmade;
+
+	rail_down(1);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_BINDING,
+		     "unprotected while the new standby binds");
+	cr_assert_eq(nmade, made + 1, "a new standby QP");
+	b = last_bind();
+	cr_assert(b, "bound again with the peer");
+	cr_assert_eq(b->qp_bind.rail, 2, "on the rail placement gave");
+	cr_assert(b->qp_bind.flags & R2CC_CTRL_BIND_AGAIN);
+	cr_assert_eq(b->qp_bind.peer.qpn, PEER_QPN);
+	cr_assert_eq(back.state, IBV_QPS_INIT, "made, not connected yet");
+	/* the peer's answer: its new standby on the same rail */
+	peer_binds(2, 0x77, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	cr_assert_eq(back.state, IBV_QPS_RTS, "connected, at RTS as the QP");
+	/* a fault on the QP's own rail now moves it there */
+	post_op(1, IBV_WR_SEND);
+	rail_down(0);
+	cr_assert_eq(prim.state, IBV_QPS_ERR, "fenced: a move begins");
+	cr_assert_eq(fo_sent[(fo_nsent - 1) % FO_SENT].hdr.type,
+		     R2CC_CTRL_FAILOVER, "the peer told");
+}
+
+Test(rebind, the_peers_new_standby_makes_ours_follow, .init = rebind_setup,
+     .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *b;
+	int made = nmade;
+
+	peer_binds(3, 0x78, R2CC_CTRL_BIND_AGAIN);
+	cr_assert_eq(nmade, made + 1, "ours made again, on the peer's rail");
+	b = last_bind();
+	cr_assert(b, "our half sent");
+	cr_assert_eq(b->qp_bind.rail, 3);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	cr_assert_eq(back.state, IBV_QPS_RTS,
+		     "connected to the peer's new one");
+}
+
+Test(rebind, a_bind_again_is_ignored_once_moved_or_unbound,
+     .init = rebind_setup, .fini = teardown, .timeout = 10)
+{
+	int made = nmade;
+
+	peer_binds(3, 0x78, 0); /* not AGAIN: a stale bind */
+	cr_assert_eq(nmade, made);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	cr_assert_null(last_bind());
+}
+
+Test(rebind, no_rail_up_for_a_standby_waits_unprotected_for_one,
+     .init = rebind_setup, .fini = teardown, .timeout = 10)
+{
+	fo_standby = -1;
+	rail_down(1);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE,
+		     "unprotected: a fault now is the program's");
+	cr_assert_null(last_bind());
+	rail_down(0);
+	cr_assert_neq(prim.state, IBV_QPS_ERR, "not fenced: nowhere to go");
+	/* its old standby's rail comes back: that standby stands by again */
+	r2cc_health_report(1, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	r2cc_mig_rail_up(1);
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+}
