@@ -28,6 +28,8 @@ static void moved(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev)
 {
 	if (!r2cc_mig_step(mq, ev) || mq->life != R2CC_LIFE_RUN)
 		return;
+	if (mq->slot)
+		atomic_fetch_add(&mq->slot->moves, 1);
 	r2cc_mig_unhold(mq);
 	memset(&mq->lz, 0, sizeof(mq->lz));
 	if (mq->on_backup)

@@ -256,6 +256,7 @@ struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 		atomic_store(&q->backup_qpn, 0);
 		q->peer_qpn = 0;
 		atomic_store(&q->failovers, 0);
+		atomic_store(&q->moves, 0);
 		atomic_store(&q->replayed_wrs, 0);
 		atomic_store(&q->replayed_bytes, 0);
 		q->qpn = qpn;

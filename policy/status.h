@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define R2CC_STATUS_VERSION 3
+#define R2CC_STATUS_VERSION 4
 #define R2CC_STATUS_MAGIC "r2ccstat"
 #define R2CC_STATUS_RAILS 16
 #define R2CC_STATUS_QPS 4096 /* QP slots per process */
@@ -95,6 +95,8 @@ struct r2cc_status_qp {
 	_Atomic uint32_t backup_qpn;
 	uint32_t peer_qpn; /* the program's remote QP (RTR) */
 	_Atomic uint64_t failovers, replayed_wrs, replayed_bytes;
+	/* Moves done: failovers and moves back */
+	_Atomic uint64_t moves;
 };
 
 /* The record: a header, then the rails, then the QP slots. Every size and

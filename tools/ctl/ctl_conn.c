@@ -43,6 +43,10 @@ static void show_proc(const struct r2cc_status_snap *s)
 		pr_str("dev", " %s", q->dev);
 		pr_str("type", " %s", type_name(q->type));
 		pr_int("rail", " rail %lld", q->rail);
+		pr_int("on_rail", " on rail %lld",
+		       q->prot == R2CC_PROT_MIGRATED && q->backup_rail >= 0 ?
+			       q->backup_rail :
+			       q->rail);
 		pr_str("protection", " %s", r2cc_prot_state_name(q->prot));
 		pr_int("peer_qpn", " peer qpn %lld", q->peer_qpn);
 		if (q->backup_rail >= 0) {
@@ -51,6 +55,7 @@ static void show_proc(const struct r2cc_status_snap *s)
 			pr_int("backup_qpn", " qpn %lld", q->backup_qpn);
 		}
 		pr_int("failovers", " failovers %lld", (long long)q->failovers);
+		pr_int("moves", " moves %lld", (long long)q->moves);
 		pr_int("posted", " posted %lld", (long long)sum_posted(&q->st));
 		pr_int("posted_recv", " recv %lld",
 		       (long long)q->st.posted_recv);

@@ -69,7 +69,9 @@ t conn 0 $ctl -j conn show &&
 	jq -e --argjson p "$wpid" 'length == 2 and all(.[]; .pid == $p)
 		and .[0].qpn == 257 and .[0].posted == 1000
 		and .[1].dev == "we\"ird\\dev" and .[1].polled_err == 2
-		and .[1].peer_qpn == 770 and .[0].peer_qpn == 0' \
+		and .[1].peer_qpn == 770 and .[0].peer_qpn == 0
+		and .[0].on_rail == 0 and .[0].moves == 0
+		and .[1].rail == 1 and .[1].on_rail == 0 and .[1].moves == 1' \
 		"$out" > /dev/null || { echo "FAIL conn: $(cat "$out")"; fail=1; }
 t conn-pid 0 $ctl conn show pid "$wpid" && has "$out" "qpn 257"
 t conn-otherpid 4 $ctl conn show pid 1

@@ -66,6 +66,7 @@ int main(void)
 	b->backup_rail = 0;
 	b->backup_qpn = 0x202;
 	b->failovers = 1;
+	b->moves = 1;
 	b->replayed_wrs = 5;
 	b->replayed_bytes = 4096;
 	printf("ready %d\n", (int)getpid());
