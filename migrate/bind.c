@@ -257,8 +257,9 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m,
 			mq, "the peer's backup rail is not usable here");
 		return false;
 	}
-	had = mq->bqp != NULL; /* (lazy: none to remake) */
-	r2cc_mig_backup_destroy(mq);
+	/* (lazy: none to remake, a parked one is dropped) */
+	had = mq->bqp && !mq->lazy;
+	r2cc_mig_backup_drop(mq);
 	ret = r2cc_mig_read_gids(mq, &d);
 	if (!ret && had)
 		ret = r2cc_mig_backup_new(mq, &d, true);

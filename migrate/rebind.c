@@ -35,7 +35,7 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 {
 	int old = mq->backup_rail, ret;
 
-	r2cc_mig_backup_destroy(mq);
+	r2cc_mig_backup_drop(mq); /* (a lazy QP's parked one too) */
 	d->attr = &mq->attr;
 	d->rail = mq->rail;
 	ret = r2cc_mig_read_gids(mq, d);

@@ -19,8 +19,9 @@ static void rails(void)
 {
 	cr_assert_eq(r2cc_health_add_rail(1, "rxe1", "r2cc-none1"), 0);
 	cr_assert_eq(r2cc_health_add_rail(2, "rxe2", "r2cc-none2"), 0);
-	r2cc_health_report(1, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
-	r2cc_health_report(2, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	cr_assert_eq(r2cc_health_add_rail(3, "rxe3", "r2cc-none3"), 0);
+	for (int r = 1; r <= 3; r++)
+		r2cc_health_report(r, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
 	fo_capture = true;
 }
 
@@ -136,4 +137,31 @@ Test(rebind, no_rail_up_for_a_standby_waits_unprotected_for_one,
 	r2cc_mig_rail_up(1);
 	r2cc_mig_tick();
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+}
+
+static void lazy_setup(void)
+{
+	start();
+	qp_on(NULL, NULL);
+	rails();
+}
+
+Test(rebind, a_lazy_qp_follows_with_no_standby_made, .init = lazy_setup,
+     .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *b;
+	int made = nmade;
+
+	peer_binds(3, 0, R2CC_CTRL_BIND_AGAIN | R2CC_CTRL_BIND_LAZY);
+	cr_assert_eq(nmade, made, "lazy: made at a failover, not now");
+	b = last_bind();
+	cr_assert(b && b->qp_bind.rail == 3 &&
+		  b->qp_bind.flags & R2CC_CTRL_BIND_LAZY);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	/* and its own standby's rail dying: rebound, still none made */
+	rail_down(3);
+	cr_assert_eq(nmade, made);
+	b = last_bind();
+	cr_assert(b && b->qp_bind.rail == 2 &&
+		  b->qp_bind.flags & R2CC_CTRL_BIND_AGAIN);
 }
