@@ -240,8 +240,9 @@ void start(void)
 	fprintf(f, "%064d", 7);
 	fclose(f);
 	cr_assert_eq(chmod(secret, 0600), 0);
+	/* below the ephemeral ports (32768 on), apart from test_chan's */
 	snprintf(port, sizeof(port), "R2CC_CTRL_PORT=%d",
-		 30000 + getpid() % 20000);
+		 10000 + getpid() % 10000);
 	envp[0] = port;
 	envp[1] = malloc(sizeof(secret) + 32);
 	sprintf(envp[1], "R2CC_SECRET_FILE=%s", secret);

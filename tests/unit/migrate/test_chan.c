@@ -86,8 +86,10 @@ static bool wait_for(int *v, int n)
 
 static uint16_t port(void)
 {
-	/* A port per test process, away from the lab's and the default. */
-	return (uint16_t)(20000 + getpid() % 20000);
+	/* A port per test process, away from the lab's and the default,
+	 * below the kernel's ephemeral ports (32768 on): a test binds its
+	 * direct port there, and a parallel one's may hold it. */
+	return (uint16_t)(20000 + getpid() % 12000);
 }
 
 /* The job key every test process shares (self 0: frames to anyone). */
