@@ -18,6 +18,7 @@
 #include "mig_int.h"
 #include "module.h"
 #include "objects.h"
+#include "rebind.h"
 #include "srq.h"
 #include "standby.h"
 #include "tick.h"
@@ -124,6 +125,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 	if (!mq->bqp) {
 		mq->lazy = true;
 		r2cc_mig_set_state(mq, R2CC_PROT_READY);
+		r2cc_mig_rebind_check(mq);
 		r2cc_info("QP %#x protected (lazy): its backup and the "
 			  "peer's are made on rail %d at a failover",
 			  mq->qpn, mq->backup_rail);
@@ -140,6 +142,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 		return;
 	}
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
+	r2cc_mig_rebind_check(mq);
 	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x",
 		  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 		  mq->peer_bind.qp_bind.backup.qpn);

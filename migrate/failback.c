@@ -22,6 +22,7 @@
 #include "mig_int.h"
 #include "module.h"
 #include "probe.h"
+#include "rebind.h"
 #include "standby.h"
 #include "tick.h"
 #include "wake.h"
@@ -387,6 +388,7 @@ static void rearm(struct r2cc_mig_qp *mq)
 		return;
 	}
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
+	r2cc_mig_rebind_check(mq);
 	r2cc_info("QP %#x protected again: backup QP %#x on rail %d", mq->qpn,
 		  mq->bqp->qp_num, mq->backup_rail);
 }
@@ -402,6 +404,7 @@ void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 		if (r2cc_mig_backup_park(mq))
 			r2cc_mig_backup_drop(mq);
 		r2cc_mig_set_state(mq, R2CC_PROT_READY);
+		r2cc_mig_rebind_check(mq);
 		r2cc_info("QP %#x protected again (lazy): its backup %s",
 			  mq->qpn, mq->bqp ? "parked" : "dropped");
 		return;

@@ -143,3 +143,10 @@ void r2cc_mig_rebind_sweep(void)
 		pthread_mutex_unlock(&ps.lock);
 	}
 }
+
+void r2cc_mig_rebind_check(const struct r2cc_mig_qp *mq)
+{
+	if (mq->backup_rail >= 0 &&
+	    r2cc_health_get(mq->backup_rail).state == R2CC_RAIL_DOWN)
+		atomic_store(&ps.rebind, true);
+}
