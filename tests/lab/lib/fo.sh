@@ -36,7 +36,7 @@ ctl_wait() {
 # r2cc did: failover latency (fault -> first completion on the backup),
 # WRs replayed, bytes re-sent.
 gen_fo() {
-	local name=$1 fnode=$2 line k bad=0 log
+	local name=$1 fnode=$2 line log
 	shift 2
 	log=$LAB/$NODE.$name.log
 	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
@@ -58,10 +58,7 @@ gen_fo() {
 	fi
 	if [ "$NODE" = b ]; then
 		line=$(record "$name")
-		for k in mismatches duplicates losses order_errors errors; do
-			[ "$(field "$line" $k)" = 0 ] || bad=1
-		done
-		if [ -n "$line" ] && [ $bad = 0 ]; then
+		if gen_clean "$line"; then
 			check pass "$name.gen" "ops=$(field "$line" ops) bytes_verified=$(field "$line" bytes_verified) longest_stall_ms=$(field "$line" longest_stall_ms)"
 		else
 			check fail "$name.gen" "${line:-no summary line}"

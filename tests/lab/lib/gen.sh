@@ -7,6 +7,16 @@ gen_line() { grep '^r2cc-gen: role=client' "$LAB/b.$1.out" | tail -1; }
 # field LINE KEY: one key=value of a summary line.
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
+# gen_clean LINE: the summary LINE exists and counts no mismatch,
+# duplicate, loss, order error or error.
+gen_clean() {
+	local k
+	[ -n "$1" ] || return 1
+	for k in mismatches duplicates losses order_errors errors; do
+		[ "$(field "$1" $k)" = 0 ] || return 1
+	done
+}
+
 # record NAME: the client's figures as metrics; prints the summary line.
 record() {
 	local line k

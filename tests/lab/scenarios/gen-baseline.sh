@@ -17,11 +17,7 @@ GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --stall-limi
 pair base ok 120 18600 "$GEN" "$GEN -q 4 -t 20 -i 5 \$SERVER"
 if [ "$NODE" = b ]; then
 	line=$(record base)
-	bad=0
-	for k in mismatches duplicates losses order_errors errors; do
-		[ "$(field "$line" $k)" = 0 ] || bad=1
-	done
-	if [ -n "$line" ] && [ $bad = 0 ] &&
+	if gen_clean "$line" &&
 		[ "$(field "$line" bytes_verified)" -gt 0 ]; then
 		check pass base.line "ops=$(field "$line" ops) bytes_verified=$(field "$line" bytes_verified)"
 	else
