@@ -187,10 +187,20 @@ int r2cc_mig_lazy_connect(struct r2cc_mig_qp *mq)
 static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 {
 	struct ibv_qp *qp = mq->on_backup ? mq->bqp : mq->qp;
+	int to = mq->on_backup ? mq->rail : mq->backup_rail;
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr a;
 	int ret;
 
+	if (to >= 0 && r2cc_health_get(to).state == R2CC_RAIL_DOWN) {
+		/* (both rails at once: the one it would move to died
+		 * first, or its rebind has not come yet) */
+		r2cc_err("QP %#x: the rail it would move to (%d) is down "
+			 "too: no move",
+			 mq->qpn, to);
+		no_move(mq);
+		return;
+	}
 	if (!lazy_backup(mq))
 		return;
 
@@ -242,6 +252,25 @@ void r2cc_mig_fence(struct r2cc_mig_qp *mq, uint32_t why)
 	if (mq->life == R2CC_LIFE_RUN && !mq->on_backup &&
 	    r2cc_mig_state(mq) == R2CC_PROT_READY)
 		fence_cur(mq, why);
+}
+
+void r2cc_mig_stranded(struct r2cc_mig_qp *mq)
+{
+	struct ibv_qp_attr a;
+
+	if (mq->life != R2CC_LIFE_RUN || !mq->on_backup)
+		return;
+	r2cc_err("QP %#x: its backup's rail %d is down and its own (%d) too: "
+		 "no rail left, the program sees the native errors",
+		 mq->qpn, mq->backup_rail, mq->rail);
+	r2cc_mig_stop_logging(mq);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	if (mq->bqp && ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
+		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
+	r2cc_mig_wake(mq);
+	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
+	r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
 }
 
 void r2cc_mig_fence_back(struct r2cc_mig_qp *mq)

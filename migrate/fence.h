@@ -22,6 +22,11 @@ void r2cc_mig_abandon(struct r2cc_mig_qp *mq, const char *why);
 /* Protection of @mq cannot go on: given up while running, abandoned
  * before a replay, after one both new QPs to ERR (the native errors). */
 void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why);
+/* @mq runs on its standby, whose rail went down, and its own rail is
+ * down too: no rail is left to its peer. The standby to ERR (what is
+ * outstanding there flushes to the program, as its own QP's would), the
+ * program's errors native from now on. */
+void r2cc_mig_stranded(struct r2cc_mig_qp *mq);
 /* Tell the peer: FAILOVER (our rq_psn; @refuse: this side cannot move),
  * or FAILOVER_ACK (@recvs its SENDs consumed; @taken: one partly). */
 void r2cc_mig_send_fo(struct r2cc_mig_qp *mq, uint8_t type, uint32_t why,

@@ -81,10 +81,16 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 			continue;
 		pthread_mutex_lock(&mq->lock);
 		if (mq->backup_rail == rail) {
-			/* Running on it: back to the primary, if it is up;
-			 * standing by on it: a new standby (rebind.c). */
-			if (mq->on_backup && !r2cc_mig_moving(mq))
-				r2cc_mig_fb_urgent(mq);
+			/* Running on it: back to the primary, if it is up
+			 * (else no rail is left); moving onto it: the move
+			 * cannot end; standing by on it: a new standby
+			 * (rebind.c). */
+			if (mq->on_backup && mq->life == R2CC_LIFE_RUN &&
+			    !r2cc_mig_fb_urgent(mq))
+				r2cc_mig_stranded(mq);
+			else if (!mq->on_backup && r2cc_mig_moving(mq))
+				r2cc_mig_fail(mq, "the rail it moves to went "
+						  "down");
 			else if (!mq->on_backup)
 				atomic_store(&ps.rebind, true);
 			pthread_mutex_unlock(&mq->lock);
