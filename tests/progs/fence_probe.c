@@ -867,11 +867,85 @@ static void test_retry(void)
 	sync64(0);
 }
 
+/* ---- fact 8: the device removed under a connected QP */
+
+/* Poll up to n completions within ms: how many, or -1 once a poll fails
+ * (no exit: what fails is the fact). */
+static int poll_try(struct ibv_wc *wc, int n, double ms)
+{
+	double end = now() + ms / 1000;
+	int got = 0, k;
+
+	while (got < n && now() < end) {
+		k = ibv_poll_cq(cq, n - got, wc + got);
+		if (k < 0)
+			return -1;
+		got += k;
+		if (!k)
+			usleep(200);
+	}
+	return got;
+}
+
+/* A NIC that dies whole, as rxe can show it: the client's device is
+ * removed (--hole: a command that starts the removal in the background
+ * and returns) while its QP is connected. Which async events come within
+ * --wait s, and what a post, a poll, a query and a move to ERR return
+ * then. Whether the removal waits for the program is the scenario's to
+ * time (it ends with the program). */
+static void test_devdel(void)
+{
+	struct ibv_qp *qp = qp_new(NULL);
+	struct ibv_qp_attr a;
+	struct ibv_wc wc[8];
+	struct timespec ts;
+	char evs[256];
+	int ret, got, st;
+	uint32_t sq, rq;
+	struct ep r;
+
+	r = connect_qp(qp, o.psn, 7, 14);
+	sync64(0);
+	if (client) {
+		ret = post_send(qp, IBV_WR_RDMA_WRITE, 1, 4096, &r, 1);
+		got = ret ? 0 : poll_n(wc, 1, 5000, NULL);
+		fact("write_before", "%s",
+		     got ? wcs(wc[0].status) :
+		     ret ? strerror(ret) :
+			   "none");
+		run_cmd("remove", o.hole);
+		async_events(o.wait * 1000, evs, sizeof(evs));
+		fact("async_events", "%s", evs);
+		ret = post_send(qp, IBV_WR_RDMA_WRITE, 2, 4096, &r, 1);
+		fact("post_send_after", "%d%s%s", ret, ret ? " " : "",
+		     ret ? strerror(ret) : "");
+		got = ret ? 0 : poll_try(wc, 1, 3000);
+		fact("write_after", "%s",
+		     got ? wcs(wc[0].status) :
+		     ret ? "not posted" :
+			   "none");
+		query(qp, &sq, &rq, &st);
+		fact("query_after_state", "%d", st);
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_ERR;
+		ret = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+		fact("modify_err_after", "%d%s%s", ret, ret ? " " : "",
+		     ret ? strerror(ret) : "");
+		got = poll_try(wc, 8, 1000);
+		fact("flushes_after", "%d", got);
+		ret = ibv_destroy_qp(qp);
+		fact("destroy_qp_after", "%d", ret);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		fact("done_at", "%lld.%09ld", (long long)ts.tv_sec, ts.tv_nsec);
+	}
+	sync64(0);
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: fence_probe [-d DEV] [-g GIDX] [-i IBPORT] [-p TCPPORT]\n"
-		"  [-t acct|rflush|srqflush|sflush|reuse|retry] [--psn N]\n"
+		"  [-t acct|rflush|srqflush|sflush|reuse|retry|devdel] [--psn N]\n"
 		"  [--ops send:5000,write:16384,...] [-k K] [-m M] [-n N]\n"
 		"  [--hole CMD] [--unhole CMD] [--retries 7:14,1:8] [--wait S]\n"
 		"  [--name FACT-PREFIX]\n"
@@ -961,6 +1035,8 @@ int main(int argc, char **argv)
 		test_reuse();
 	else if (!strcmp(o.test, "retry"))
 		test_retry();
+	else if (!strcmp(o.test, "devdel"))
+		test_devdel();
 	else
 		usage();
 	printf("fence_probe: %s done\n", o.test);

@@ -3,12 +3,14 @@
 # PSN replay rely on (DESIGN.md §6) with tests/progs/fence_probe: PSN
 # accounting per opcode (24-bit wrap included), ibv_query_qp in ERR, receive
 # flush with and without an SRQ, send flush with the ACKs black-holed, QP
-# reuse after ERR -> RESET, and the time to RETRY_EXC for retry_cnt/timeout
-# pairs. Every measured value is a FACT line; each check says whether it
-# matches what the design assumes. Server on node a (responder), client on
+# reuse after ERR -> RESET, the time to RETRY_EXC for retry_cnt/timeout
+# pairs, and what a program sees when its rxe device is removed under a
+# connected QP (a NIC that dies whole). Every measured value is a FACT
+# line; each check says whether it matches what the design assumes.
+# Server on node a (responder), client on
 # node b (requester). sflush black-holes node a's rail-0 egress (requests
 # arrive, ACKs are lost); retry black-holes both nodes' rail 0.
-# lab-timeout: 420
+# lab-timeout: 540
 
 FP="$BUILD/tests/progs/fence_probe -d $(rail_ibdev 0) -g 1 -p 18700"
 HOLE="tc qdisc replace dev $(rail_dev 0) root netem loss 100%"
@@ -88,6 +90,38 @@ probe reuse 60 -t reuse --psn 0x500
 # their rail-0 egress), 30 s window.
 probe retry 90 -t retry --retries 7:14,7:8,1:14,1:8,3:14,6:8 --wait 30 \
 	--hole "'$HOLE'" --unhole "'$UNHOLE'"
+# 8: a NIC that dies whole: node b's rxe0 deleted (rdma link delete, in
+# the background) under its probe's connected QP: the async events, what
+# post, poll, query and ERR return after it, and whether the removal
+# waits for the program (done when the probe, still holding the device,
+# says it is done).
+RM=$LAB/b.devdel.rm
+if [ "$NODE" = b ]; then
+	cat > "$LAB/b.devdel.sh" <<-DEL
+		( t0=\$(date +%s.%N); rdma link delete $(rail_ibdev 0)
+		  echo "rc=\$? t0=\$t0 t1=\$(date +%s.%N)" > $RM ) > /dev/null 2>&1 &
+	DEL
+fi
+pair devdel ok 90 18700 "$FP -t devdel --wait 5" \
+	"$FP -t devdel --wait 5 --hole 'sh $LAB/b.devdel.sh' \$SERVER"
+if [ "$NODE" = b ]; then
+	for i in $(seq 300); do [ -s "$RM" ] && break; sleep 0.1; done
+	grep -h '^fact ' "$LAB/a.devdel.out" "$LAB/b.devdel.out" |
+		sed 's/^fact //' >> "$FACTS"
+	# rc, t0 and t1 of the removal; when the probe was done with it
+	eval "$(cat "$RM" 2>/dev/null)"
+	pend=$(sed -n 's/^fact devdel.done_at=//p' "$LAB/b.devdel.out")
+	{
+		echo "devdel.removal_rc=${rc:-none (not done 30 s after the program)}"
+		[ -n "${t1:-}" ] && awk -v a="$t0" -v b="$t1" -v e="$pend" 'BEGIN {
+			printf "devdel.removal_s=%.2f\n", b - a
+			printf "devdel.removal_waited_for_program=%s\n", (e > 0 && b >= e ? "yes" : "no") }'
+	} >> "$FACTS"
+	grep '^devdel\.' "$FACTS" | sed 's/^/FACT /' >> "$RESULTS"
+	rdma link add "$(rail_ibdev 0)" type rxe netdev "$(rail_dev 0)" ||
+		log "devdel: $(rail_ibdev 0) not added back"
+	wait_port_active 0 30
+fi
 
 [ "$NODE" = b ] || return 0
 for p in acct-send acct-mix acct-wrap; do
@@ -116,6 +150,12 @@ want_match sflush.statuses sflush.completions '^(200:[A-Z_0-9a-z]+ )?([0-9]+:WR_
 want reuse.reset reuse.err_to_reset_ret 0
 want reuse.reconnect reuse.send_after_reconnect_ok yes
 want reuse.new_qp reuse.recv_on_new_qp yes
+# rxe's removal waits for the program to close the device, which works
+# on meanwhile: it cannot show r2cc a NIC that dies whole.
+want devdel.no_event devdel.async_events none
+want devdel.works_on devdel.write_after SUCCESS
+want devdel.query devdel.query_after_state 3
+want devdel.waits devdel.removal_waited_for_program yes
 want retry.r7t14 retry.r7t14 none
 want_match retry.r1t8 retry.r1t8 '^RETRY_EXC_ERR@'
 want_match retry.r1t14 retry.r1t14 '^RETRY_EXC_ERR@'
