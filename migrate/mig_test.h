@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mig_test.h - seams for tests/unit/migrate/test_failover.c (mig_test.c is
- * built into that test only, never into the library): what the bind with a
- * peer would have set up, and the peer's messages as the control thread
- * delivers them.
+ * mig_test.h - seams for the unit tests that drive the move over
+ * tests/unit/migrate/fo_fixture.c (mig_test.c is built into those tests
+ * only, never into the library): what the bind with a peer would have set
+ * up, and the peer's messages as the control thread delivers them.
  */
 #ifndef R2CC_MIG_TEST_H
 #define R2CC_MIG_TEST_H
