@@ -376,3 +376,21 @@ int primary_wc(uint64_t wr_id, enum ibv_wc_status st)
 {
 	return primary_wc_of(wr_id, st, IBV_WC_SEND, false);
 }
+
+void peer_moves(uint32_t qpn, uint32_t psn, uint64_t recvs, bool taken)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILOVER;
+	m.failover.qpn = qpn;
+	m.failover.reason = R2CC_CTRL_WHY_PEER;
+	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
+	m.failover.rq_psn = psn;
+	r2cc_mig_test_peer_says(PEER, &m);
+	m.hdr.type = R2CC_CTRL_FAILOVER_ACK;
+	m.failover.recvs = recvs;
+	if (taken)
+		m.failover.flags |= R2CC_CTRL_FO_RECV_TAKEN;
+	r2cc_mig_test_peer_says(PEER, &m);
+}

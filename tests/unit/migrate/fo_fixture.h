@@ -85,6 +85,9 @@ void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp);
 void setup_on(struct r2cc_mig_srq *srq);
 void setup(void); /* start(), then setup_on(NULL) */
 void teardown(void);
+/* The peer moves @qpn's end: its FAILOVER (@psn: its rq_psn), then its
+ * FAILOVER_ACK (@recvs of ours its SENDs consumed; @taken: one partly) */
+void peer_moves(uint32_t qpn, uint32_t psn, uint64_t recvs, bool taken);
 /* A signaled WR of @op (or a SEND), 100 bytes, posted through r2cc */
 void post_op(uint64_t wr_id, enum ibv_wr_opcode op);
 void post(uint64_t wr_id);

@@ -498,26 +498,6 @@ static int recv_wc(struct r2cc_mig_qp *q, uint32_t qpn, uint64_t wr_id)
 	return r2cc_mig_wc(q, mc, &wc, false);
 }
 
-/* The peer of the QP whose peer is @qpn: FAILOVER (its rq_psn is @psn,
- * nothing of ours executed), then its ACK: @recvs consumed. */
-static void peer_moves(uint32_t qpn, uint32_t psn, uint64_t recvs, bool taken)
-{
-	struct r2cc_ctrl_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_FAILOVER;
-	m.failover.qpn = qpn;
-	m.failover.reason = R2CC_CTRL_WHY_PEER;
-	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
-	m.failover.rq_psn = psn;
-	r2cc_mig_test_peer_says(PEER, &m);
-	m.hdr.type = R2CC_CTRL_FAILOVER_ACK;
-	m.failover.recvs = recvs;
-	if (taken)
-		m.failover.flags |= R2CC_CTRL_FO_RECV_TAKEN;
-	r2cc_mig_test_peer_says(PEER, &m);
-}
-
 Test(failover, qps_on_an_srq_move_together_and_its_receives_once,
      .init = setup_srq, .fini = teardown_srq, .timeout = 20)
 {

@@ -166,22 +166,6 @@ Test(rebind, a_lazy_qp_follows_with_no_standby_made, .init = lazy_setup,
 		  b->qp_bind.flags & R2CC_CTRL_BIND_AGAIN);
 }
 
-/* The peer's FAILOVER (it executed nothing of ours) and FAILOVER_ACK. */
-static void peer_moves(void)
-{
-	struct r2cc_ctrl_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_FAILOVER;
-	m.failover.qpn = PEER_QPN;
-	m.failover.reason = R2CC_CTRL_WHY_PEER;
-	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
-	m.failover.rq_psn = 0x500;
-	r2cc_mig_test_peer_says(PEER, &m);
-	m.hdr.type = R2CC_CTRL_FAILOVER_ACK;
-	r2cc_mig_test_peer_says(PEER, &m);
-}
-
 Test(rebind, a_fault_with_the_standby_rail_down_too_is_the_programs,
      .init = rebind_setup, .fini = teardown, .timeout = 10)
 {
@@ -197,7 +181,7 @@ Test(rebind, on_its_standby_with_no_rail_left_it_flushes_to_the_program,
 {
 	post_op(1, IBV_WR_SEND);
 	rail_down(0);
-	peer_moves();
+	peer_moves(PEER_QPN, 0x500, 0, false);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
 	cr_assert_eq(back.nsent, 1, "replayed on the standby");
 	/* rail 0 is still down (never seen up): the standby's dies too */
