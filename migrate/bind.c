@@ -229,9 +229,9 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m,
 		       bool adopt)
 {
 	int rail = m->qp_bind.rail, c = memcmp(mq->gid, mq->dest_gid, 16);
-	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED, had;
+	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED;
 	struct r2cc_mig_desc d;
-	int ret;
+	int ret, old;
 
 	if (rail == mq->backup_rail && !adopt)
 		return true;
@@ -249,8 +249,6 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m,
 		return false;
 	}
 	memset(&d, 0, sizeof(d));
-	d.attr = &mq->attr;
-	d.rail = mq->rail;
 	d.backup_rail = rail;
 	ret = ps.env.rail_res ? ps.env.rail_res(mq->pd, rail, &d.backup_ctx,
 						&d.backup_pd) :
@@ -260,32 +258,14 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m,
 			mq, "the peer's backup rail is not usable here");
 		return false;
 	}
-	/* (lazy: none to remake, a parked one is dropped) */
-	had = mq->bqp && !mq->lazy;
-	r2cc_mig_backup_drop(mq);
-	ret = r2cc_mig_read_gids(mq, &d);
-	if (!ret && had)
-		ret = r2cc_mig_backup_new(mq, &d, true);
-	else if (!ret)
-		r2cc_mig_ring_channel(
-			&d, true); /* for the backup a failover makes */
-	if (ret) {
-		r2cc_mig_backup_destroy(mq);
+	old = mq->backup_rail;
+	if (r2cc_mig_backup_move(mq, &d)) {
 		r2cc_mig_unprotected(mq, "no backup on the peer's backup rail");
 		return false;
 	}
-	r2cc_info("QP %#x: backup rail %d, not %d: the peer's", mq->qpn,
-		  mq->backup_rail, rail);
-	mq->backup_rail = rail;
-	mq->bctx = d.backup_ctx;
-	mq->bpd = d.backup_pd;
+	r2cc_info("QP %#x: backup rail %d, not %d: the peer's", mq->qpn, old,
+		  rail);
 	mq->bind_sent = false;
-	mq->brts = false;
-	if (mq->slot) {
-		atomic_store(&mq->slot->backup_rail, rail);
-		atomic_store(&mq->slot->backup_qpn,
-			     mq->bqp ? mq->bqp->qp_num : 0);
-	}
 	return true;
 }
 

@@ -35,30 +35,11 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 {
 	int old = mq->backup_rail, ret;
 
-	r2cc_mig_backup_drop(mq); /* (a lazy QP's parked one too) */
-	d->attr = &mq->attr;
-	d->rail = mq->rail;
-	ret = r2cc_mig_read_gids(mq, d);
-	if (!ret && !mq->lazy)
-		ret = r2cc_mig_backup_new(mq, d, true);
-	else if (!ret)
-		r2cc_mig_ring_channel(d,
-				      true); /* for the one a failover makes */
-	if (ret) {
-		r2cc_mig_backup_destroy(mq);
+	if (r2cc_mig_backup_move(mq, d)) {
 		r2cc_mig_unprotected(mq, "no new standby QP");
 		return;
 	}
-	mq->backup_rail = d->backup_rail;
-	mq->bctx = d->backup_ctx;
-	mq->bpd = d->backup_pd;
-	mq->brts = false;
 	mq->bind_sent = mq->bind_got = false;
-	if (mq->slot) {
-		atomic_store(&mq->slot->backup_rail, d->backup_rail);
-		atomic_store(&mq->slot->backup_qpn,
-			     mq->bqp ? mq->bqp->qp_num : 0);
-	}
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	ret = r2cc_mig_send_bind(mq, true);
 	if (ret) {

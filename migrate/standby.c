@@ -295,3 +295,33 @@ void r2cc_mig_backup_destroy(struct r2cc_mig_qp *mq)
 	mq->bqp = NULL;
 	mq->bscq = mq->brcq = NULL;
 }
+
+int r2cc_mig_backup_move(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
+{
+	bool had = mq->bqp && !mq->lazy; /* (lazy: none to remake) */
+	int ret;
+
+	r2cc_mig_backup_drop(mq);
+	d->attr = &mq->attr;
+	d->rail = mq->rail;
+	ret = r2cc_mig_read_gids(mq, d);
+	if (!ret && had)
+		ret = r2cc_mig_backup_new(mq, d, true);
+	else if (!ret)
+		r2cc_mig_ring_channel(d,
+				      true); /* for the one a failover makes */
+	if (ret) {
+		r2cc_mig_backup_destroy(mq);
+		return ret;
+	}
+	mq->backup_rail = d->backup_rail;
+	mq->bctx = d->backup_ctx;
+	mq->bpd = d->backup_pd;
+	mq->brts = false;
+	if (mq->slot) {
+		atomic_store(&mq->slot->backup_rail, d->backup_rail);
+		atomic_store(&mq->slot->backup_qpn,
+			     mq->bqp ? mq->bqp->qp_num : 0);
+	}
+	return 0;
+}

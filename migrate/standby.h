@@ -12,6 +12,11 @@
  * (@locked: ps.lock held, its rail's ring channel may be made). */
 int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
 			bool locked);
+/* @mq's standby moves to @d's rail (d->backup_rail, _ctx, _pd; ps.lock
+ * held): the old one dropped (a parked one too), a new one made there
+ * unless the QP is lazy or had none, the QP's rail fields and status
+ * slot set to it. 0, or an errno (no standby left). */
+int r2cc_mig_backup_move(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d);
 /* The standby and its CQs destroyed (nothing if there is none). */
 void r2cc_mig_backup_destroy(struct r2cc_mig_qp *mq);
 /* The standby RTR towards the peer's (peer_bind), and RTS when the
