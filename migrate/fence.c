@@ -22,6 +22,14 @@
 #include "tick.h"
 #include "wake.h"
 
+/* @qp to ERR: 0 or the provider's errno. */
+static int to_err(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	return ps.v.modify_qp(qp, &a, IBV_QP_STATE);
+}
+
 /* FAILOVER (our rq_psn), FAILOVER_ACK (@recvs; @taken: see
  * R2CC_CTRL_FO_RECV_TAKEN), or with @type FAILOVER and @refuse: this side
  * cannot move (the peer gives up at once). */
@@ -100,7 +108,6 @@ void r2cc_mig_abandon(struct r2cc_mig_qp *mq, const char *why)
 	const struct r2cc_sendlog_ent *e;
 	const struct r2cc_recvlog_ent *r;
 	bool back = r2cc_mig_back(mq);
-	struct ibv_qp_attr a;
 	uint32_t i;
 
 	if (mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_RECVS)
@@ -108,9 +115,7 @@ void r2cc_mig_abandon(struct r2cc_mig_qp *mq, const char *why)
 	r2cc_err("QP %#x: %s abandoned (%s): the program sees the native "
 		 "errors",
 		 mq->qpn, back ? "failback" : "failover", why);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	if (new_qp(mq) && ps.v.modify_qp(new_qp(mq), &a, IBV_QP_STATE))
+	if (new_qp(mq) && to_err(new_qp(mq)))
 		r2cc_warn("QP %#x: %s not moved to ERR", mq->qpn,
 			  back ? "primary" : "backup");
 	else if (back)
@@ -256,17 +261,13 @@ void r2cc_mig_fence(struct r2cc_mig_qp *mq, uint32_t why)
 
 void r2cc_mig_stranded(struct r2cc_mig_qp *mq)
 {
-	struct ibv_qp_attr a;
-
 	if (mq->life != R2CC_LIFE_RUN || !mq->on_backup)
 		return;
 	r2cc_err("QP %#x: its backup's rail %d is down and its own (%d) too: "
 		 "no rail left, the program sees the native errors",
 		 mq->qpn, mq->backup_rail, mq->rail);
 	r2cc_mig_stop_logging(mq);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	if (mq->bqp && ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
+	if (mq->bqp && to_err(mq->bqp))
 		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
 	r2cc_mig_wake(mq);
 	r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
@@ -282,8 +283,6 @@ void r2cc_mig_fence_back(struct r2cc_mig_qp *mq)
 
 void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 {
-	struct ibv_qp_attr a;
-
 	pthread_mutex_lock(&mq->lock);
 	if (r2cc_mig_moving(mq)) {
 		r2cc_mig_fail(mq, "the program ended the connection mid-move");
@@ -297,18 +296,13 @@ void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 	}
 	/* On the backup, the work still outstanding flushes there, as the
 	 * program's own QP would have flushed it. */
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	if (mq->on_backup && !r2cc_mig_moving(mq) && mq->bqp &&
-	    ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE))
+	if (mq->on_backup && !r2cc_mig_moving(mq) && mq->bqp && to_err(mq->bqp))
 		r2cc_warn("QP %#x: backup not moved to ERR: %m", mq->qpn);
 	pthread_mutex_unlock(&mq->lock);
 }
 
 void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 {
-	struct ibv_qp_attr a;
-
 	if (mq->life != R2CC_LIFE_SENDS) {
 		r2cc_mig_give_up(mq, why, EPIPE); /* abandons a move */
 		return;
@@ -317,9 +311,7 @@ void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)
 	 * new QPs to ERR, the errors to the program (bounded). */
 	r2cc_err("QP %#x: %s: the program sees the native errors", mq->qpn,
 		 why);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	if (ps.v.modify_qp(new_qp(mq), &a, IBV_QP_STATE))
+	if (to_err(new_qp(mq)))
 		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
 	r2cc_mig_unhold(mq);
 	r2cc_mig_stop_logging(mq);
