@@ -225,7 +225,7 @@ static int conn_new(int fd, enum conn_role role, int res)
 		c->peer = 0;
 		c->res = res;
 		c->have = 0;
-		c->deadline_ns = now_ns() + R2CC_CHAN_STEP_MS * 1000000ULL;
+		c->deadline_ns = now_ns() + MIG_CHAN_STEP_MS * 1000000ULL;
 		return i;
 	}
 	return -EMFILE;
@@ -344,7 +344,7 @@ static bool wait_writable(int fd, uint64_t end_ns)
 
 /* Encode and write one frame; the lock is held. The sockets do not block:
  * a full send buffer (a burst of failovers, a peer slow to read) is
- * waited out, for R2CC_CHAN_STEP_MS at most, not taken for a dead peer. */
+ * waited out, for MIG_CHAN_STEP_MS at most, not taken for a dead peer. */
 static int conn_write(int i, struct r2cc_ctrl_msg *m)
 {
 	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
@@ -365,7 +365,7 @@ static int conn_write(int i, struct r2cc_ctrl_msg *m)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			if (!end)
-				end = now_ns() + R2CC_CHAN_STEP_MS * 1000000ULL;
+				end = now_ns() + MIG_CHAN_STEP_MS * 1000000ULL;
 			if (wait_writable(c->fd, end))
 				continue;
 		}

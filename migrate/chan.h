@@ -16,7 +16,7 @@
 
 #include "ctrl_msg.h"
 
-#define R2CC_CHAN_STEP_MS 2000 /* bound of each connect / reply wait */
+#define MIG_CHAN_STEP_MS 2000 /* bound of each connect / reply wait */
 
 struct r2cc_chan_hooks {
 	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */
@@ -63,7 +63,7 @@ int r2cc_chan_addrs(struct r2cc_ctrl_addr *out, int max, uint16_t port);
 /**
  * r2cc_chan_resolve() - find the process owning (@q->gid, @q->qpn) and
  * open a channel to it; hooks->on_resolved(@cookie, ...) tells the end,
- * each step bounded by R2CC_CHAN_STEP_MS: the LOOKUP (asked again, up to
+ * each step bounded by MIG_CHAN_STEP_MS: the LOOKUP (asked again, up to
  * 3 times, on a fresh connection when the rendezvous takes it and never
  * answers), then a HELLO to each of the owner's addresses until one
  * opens.
@@ -73,7 +73,7 @@ int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie);
 /**
  * r2cc_chan_send() - send @m to @peer (header ids and seq are set here)
  * on one of the connections open to @peer; one whose send fails is closed
- * and the next one tried. Blocking for at most R2CC_CHAN_STEP_MS per
+ * and the next one tried. Blocking for at most MIG_CHAN_STEP_MS per
  * connection. Return: 0, -ENOTCONN (no open connection to @peer, or the
  * send failed on each) or -EINVAL (encode).
  */

@@ -7,8 +7,8 @@
  * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's) and says READY;
  * with both READYs each fences its backup: the same exactly-once move as a
  * failover, the other way (fence.c, move.c). Moved back, the backup is re-armed
- * (REARM) and the QP is protected again. A flapping rail moves a QP back at most R2CC_FB_MOVES
- * times per R2CC_FB_WINDOW_MS.
+ * (REARM) and the QP is protected again. A flapping rail moves a QP back at most MIG_FB_MOVES
+ * times per MIG_FB_WINDOW_MS.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -46,11 +46,11 @@ static bool budget_left(const struct r2cc_mig_qp *mq, uint64_t now)
 {
 	uint32_t i, n = 0;
 
-	for (i = 0; i < R2CC_FB_MOVES; i++)
+	for (i = 0; i < MIG_FB_MOVES; i++)
 		if (mq->fb.moves_ns[i] &&
-		    !r2cc_mig_past(mq->fb.moves_ns[i], now, R2CC_FB_WINDOW_MS))
+		    !r2cc_mig_past(mq->fb.moves_ns[i], now, MIG_FB_WINDOW_MS))
 			n++;
-	return n < R2CC_FB_MOVES;
+	return n < MIG_FB_MOVES;
 }
 
 /* Not now: proposals dropped, the next one after another hold. A primary
@@ -310,7 +310,7 @@ void r2cc_mig_fb_tick(void)
 
 		pthread_mutex_lock(&mq->lock);
 		if (settled(mq) && mq->fb.urgent &&
-		    r2cc_mig_past(mq->fb.urgent_ns, now, R2CC_FENCE_BOUND_MS)) {
+		    r2cc_mig_past(mq->fb.urgent_ns, now, MIG_FENCE_BOUND_MS)) {
 			urgent_failed(mq, "no answer from the peer in time");
 			goto next;
 		}
@@ -324,7 +324,7 @@ void r2cc_mig_fb_tick(void)
 		}
 		if (settled(mq) && mq->fb.ready &&
 		    r2cc_mig_past(mq->fb.moves_ns[0], now,
-				  R2CC_FENCE_BOUND_MS)) {
+				  MIG_FENCE_BOUND_MS)) {
 			r2cc_warn("QP %#x: the peer's primary never got ready: "
 				  "stays on its backup",
 				  mq->qpn);

@@ -7,7 +7,7 @@
  * QPs (READY, on their primary) by path (rail, our GID, the peer's GID):
  * a path on which nothing completed for R2CC_KEEPALIVE_MS is probed (a
  * TCP handshake from our rail address to the peer's, probe.c), one every
- * period; once R2CC_KA_MISSES of them in a row go unanswered, with still
+ * period; once MIG_KA_MISSES of them in a row go unanswered, with still
  * nothing completed on it, its QPs fail over (reason KEEPALIVE, the peer
  * follows). Only a path whose probes once got through is ever judged (a
  * peer address that never answers TCP - a firewall, IPv6 - is not a black
@@ -156,7 +156,7 @@ static void probe(struct ka_path *p, uint64_t now)
 			p->rail, addr_of(p->dest_gid, a, sizeof(a)), c.fail_row,
 			p->armed ? "" : " (none ever got through: not judged)");
 	p->fail_row = c.fail_row;
-	if (p->armed && c.fail_row >= R2CC_KA_MISSES)
+	if (p->armed && c.fail_row >= MIG_KA_MISSES)
 		fail_path(p, now);
 }
 

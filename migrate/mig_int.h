@@ -16,18 +16,18 @@
 #define R2CC_MIG_CQ_QPS 64
 /* How long a fenced QP waits for its peer's FAILOVER before it gives up
  * and shows the program the native errors (DESIGN §6: bounded). */
-#define R2CC_FENCE_BOUND_MS 5000
-/* A flapping rail: at most R2CC_FB_MOVES failbacks of a QP per
- * R2CC_FB_WINDOW_MS; past that it stays on its backup until the window
+#define MIG_FENCE_BOUND_MS 5000
+/* A flapping rail: at most MIG_FB_MOVES failbacks of a QP per
+ * MIG_FB_WINDOW_MS; past that it stays on its backup until the window
  * slides (bounded migrations, no storm). */
-#define R2CC_FB_MOVES 3
-#define R2CC_FB_WINDOW_MS 60000
+#define MIG_FB_MOVES 3
+#define MIG_FB_WINDOW_MS 60000
 /* R2CC_KEEPALIVE: a quiet path's QPs fail over after this many of its
- * probes in a row went unanswered (each waits R2CC_PROBE_WAIT_MS, one SYN
+ * probes in a row went unanswered (each waits MIG_PROBE_WAIT_MS, one SYN
  * retransmission: a 30% lossy path loses one about half the time, three
  * in a row about one time in eight... and nothing of the QPs completes
  * meanwhile) */
-#define R2CC_KA_MISSES 3
+#define MIG_KA_MISSES 3
 /* A PSN not known (PSNs are 24-bit): fb.peer_psn when no round of the
  * peer's is known, peer_rq_psn before its FAILOVER */
 #define R2CC_PSN_NONE UINT32_MAX
@@ -190,7 +190,7 @@ struct r2cc_mig_qp {
 		 * a probe of the path proves nothing) */
 		bool ok_set, flow_only;
 		uint64_t ok_base;
-		uint64_t moves_ns[R2CC_FB_MOVES]; /* the last moves back */
+		uint64_t moves_ns[MIG_FB_MOVES]; /* the last moves back */
 	} fb;
 };
 

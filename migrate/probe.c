@@ -69,19 +69,19 @@ static void done(struct path *p, bool ok, uint64_t now)
 		return;
 	}
 	/* Clean: through without a retransmitted SYN */
-	if (ok && now - p->start_ns < R2CC_PROBE_CLEAN_MS * 1000000ULL) {
+	if (ok && now - p->start_ns < MIG_PROBE_CLEAN_MS * 1000000ULL) {
 		p->gap_ms = p->gap0_ms;
-		if (++p->streak >= R2CC_PROBE_STREAK) {
+		if (++p->streak >= MIG_PROBE_STREAK) {
 			p->ok_ns = now;
 			p->streak = 0;
 		}
-		p->next_ns = now + R2CC_PROBE_EVERY_MS * 1000000ULL;
+		p->next_ns = now + MIG_PROBE_EVERY_MS * 1000000ULL;
 		return;
 	}
 	p->streak = 0;
 	p->next_ns = now + (uint64_t)p->gap_ms * 1000000ULL;
-	p->gap_ms = p->gap_ms * 2 > R2CC_PROBE_MAX_GAP_MS ?
-			    R2CC_PROBE_MAX_GAP_MS :
+	p->gap_ms = p->gap_ms * 2 > MIG_PROBE_MAX_GAP_MS ?
+			    MIG_PROBE_MAX_GAP_MS :
 			    p->gap_ms * 2;
 }
 
@@ -130,7 +130,7 @@ int r2cc_probe_poll(uint64_t now)
 				err = errno;
 			done(p, !err || err == ECONNREFUSED, now);
 		} else if (now - p->start_ns >=
-			   R2CC_PROBE_WAIT_MS * 1000000ULL) {
+			   MIG_PROBE_WAIT_MS * 1000000ULL) {
 			done(p, false, now);
 		} else {
 			busy++;

@@ -3,7 +3,7 @@
  * probe.h - path probes: is the IP path between our address on a rail and
  * the peer's there working again? A TCP handshake towards the peer's r2cc
  * port from our rail address answers it (a SYN-ACK, or a reset: either
- * came back over the path), R2CC_PROBE_STREAK times in a row without a
+ * came back over the path), MIG_PROBE_STREAK times in a row without a
  * retransmission. Used where no event says a fault is over (a black
  * hole): a QP moved away from one moves back once its path works again
  * (failback.c), retried with backoff. And, with R2CC_KEEPALIVE, whether
@@ -18,24 +18,24 @@
 #include <stdint.h>
 
 /* How long a probe waits for the handshake (one SYN retransmission) */
-#define R2CC_PROBE_WAIT_MS 2000
-/* A path works again after R2CC_PROBE_STREAK probes in a row, one every
- * R2CC_PROBE_EVERY_MS, each through within R2CC_PROBE_CLEAN_MS (no SYN
+#define MIG_PROBE_WAIT_MS 2000
+/* A path works again after MIG_PROBE_STREAK probes in a row, one every
+ * MIG_PROBE_EVERY_MS, each through within MIG_PROBE_CLEAN_MS (no SYN
  * retransmitted): a lossy path (30% loss gets a handshake through half
  * the time) is not taken for a healed one, whose QPs would fail over
  * again (lab: fo.loss). */
-#define R2CC_PROBE_STREAK 8
-#define R2CC_PROBE_EVERY_MS 1000
-#define R2CC_PROBE_CLEAN_MS 500
+#define MIG_PROBE_STREAK 8
+#define MIG_PROBE_EVERY_MS 1000
+#define MIG_PROBE_CLEAN_MS 500
 /* The longest wait between probes of a path that stays dark */
-#define R2CC_PROBE_MAX_GAP_MS 60000
+#define MIG_PROBE_MAX_GAP_MS 60000
 
 /**
  * r2cc_probe_path() - has the path from @sgid to @dgid (RoCE v2 GIDs of
  * IPv4 addresses) been seen working since @since_ns (a streak of clean
  * probes ended after it)? Starts a probe of it if none is in flight and
- * one is due (the first at once; after a clean one R2CC_PROBE_EVERY_MS;
- * after a failure @gap_ms, doubling up to R2CC_PROBE_MAX_GAP_MS).
+ * one is due (the first at once; after a clean one MIG_PROBE_EVERY_MS;
+ * after a failure @gap_ms, doubling up to MIG_PROBE_MAX_GAP_MS).
  * @port: the peer's r2cc port (host order)
  * Return: 1 yes, 0 not yet, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (too
  * many paths probed at once), -errno (no socket).
@@ -52,7 +52,7 @@ struct r2cc_probe_count {
 /**
  * r2cc_probe_keep() - keepalive probes of the path from @sgid to @dgid:
  * one every @every_ms after the last one ended (the first at once), each
- * given R2CC_PROBE_WAIT_MS; any handshake counts (a SYN retransmitted
+ * given MIG_PROBE_WAIT_MS; any handshake counts (a SYN retransmitted
  * too). Starts the one that is due; @c gets the count so far.
  * Return: 0, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (too many paths
  * probed at once).

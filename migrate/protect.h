@@ -149,9 +149,9 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
  * (asynchronously, bounded). Failures leave it unprotected (logged). */
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
 /* How long r2cc_mig_peer_runs() waits at most: 3 steps of
- * R2CC_CHAN_STEP_MS (a LOOKUP and a HELLO, with one to spare); a control
+ * MIG_CHAN_STEP_MS (a LOOKUP and a HELLO, with one to spare); a control
  * plane slower than that leaves the QP's timeout as the program set it. */
-#define R2CC_MIG_PEER_WAIT_MS 6000
+#define MIG_PEER_WAIT_MS 6000
 /**
  * r2cc_mig_peer_runs() - may @mq's ACK timeout be lowered? (the program's
  * thread, moving its QP to RTS)

@@ -313,7 +313,7 @@ static int try_move(struct r2cc_mig_srq *s, uint64_t now, const char **why)
 		if (!mq->srq_acked) {
 			*why = "a peer never said what it consumed";
 			return r2cc_mig_past(s->move_ns, now,
-					     R2CC_FENCE_BOUND_MS) ?
+					     MIG_FENCE_BOUND_MS) ?
 				       -ETIMEDOUT :
 				       0;
 		}
@@ -326,7 +326,7 @@ static int try_move(struct r2cc_mig_srq *s, uint64_t now, const char **why)
 	}
 	if (s->taken && owed) {
 		*why = "consumed receives never polled";
-		return r2cc_mig_past(s->move_ns, now, R2CC_FENCE_BOUND_MS) ?
+		return r2cc_mig_past(s->move_ns, now, MIG_FENCE_BOUND_MS) ?
 			       -ETIMEDOUT :
 			       0;
 	}

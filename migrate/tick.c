@@ -53,7 +53,7 @@ void r2cc_mig_tick(void)
 		pthread_mutex_lock(&mq->lock);
 		if ((mq->life == R2CC_LIFE_FENCED ||
 		     mq->life == R2CC_LIFE_RECVS) &&
-		    r2cc_mig_past(mq->fault_ns, now, R2CC_FENCE_BOUND_MS))
+		    r2cc_mig_past(mq->fault_ns, now, MIG_FENCE_BOUND_MS))
 			r2cc_mig_abandon(mq, "no answer from the peer in time");
 		/* Replayed, but the peer's count of our consumed receives
 		 * never came (its channel died between the two): the
@@ -61,7 +61,7 @@ void r2cc_mig_tick(void)
 		 * SRQ's sweep.) */
 		else if (mq->life == R2CC_LIFE_SENDS && !mq->srq &&
 			 r2cc_mig_past(mq->fault_ns, now,
-				       2 * R2CC_FENCE_BOUND_MS))
+				       2 * MIG_FENCE_BOUND_MS))
 			r2cc_mig_fail(mq, "the peer never said which receives "
 					  "its messages consumed");
 		pthread_mutex_unlock(&mq->lock);

@@ -236,7 +236,7 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		return ret;
 	}
 	if (q && q->mig && (mask & (IBV_QP_RETRY_CNT | IBV_QP_TIMEOUT)) &&
-	    r2cc_mig_peer_runs(q->mig, R2CC_MIG_PEER_WAIT_MS)) {
+	    r2cc_mig_peer_runs(q->mig, MIG_PEER_WAIT_MS)) {
 		/* A protected QP must find a black hole fast, and at all: rxe
 		 * (and any HCA following the spec's 3 bits literally) retries
 		 * 7 times forever, so 6; and its ACK timeout is lowered so

@@ -90,7 +90,7 @@ static int ask(const uint8_t *s, const uint8_t *d, uint16_t port,
 			usleep(1000);
 		}
 		drain();
-		*t += R2CC_PROBE_EVERY_MS * MS;
+		*t += MIG_PROBE_EVERY_MS * MS;
 	}
 	return r;
 }
@@ -126,10 +126,10 @@ Test(probe, it_takes_a_streak_and_one_before_the_time_asked_does_not_count,
 			usleep(1000);
 		}
 		drain();
-		t += R2CC_PROBE_EVERY_MS * MS;
+		t += MIG_PROBE_EVERY_MS * MS;
 		n++;
 	}
-	cr_assert_eq(n, R2CC_PROBE_STREAK, "%d probes", n);
+	cr_assert_eq(n, MIG_PROBE_STREAK, "%d probes", n);
 	later = t + 5 * MS;
 	/* Asked about a later time: a new streak is made, and it counts. */
 	cr_assert_eq(ask(lo, lo, up, later, &t), 1);
@@ -151,9 +151,9 @@ Test(probe, a_dark_path_is_never_seen_working, .fini = r2cc_probe_reset)
 		cr_assert_eq(r2cc_probe_path(lo, dark, 9, 0, t, 1000), 0);
 		usleep(20000);
 		r2cc_probe_poll(mono());
-		t += (R2CC_PROBE_WAIT_MS + 1) * MS;
+		t += (MIG_PROBE_WAIT_MS + 1) * MS;
 		r2cc_probe_poll(t);
-		t += (uint64_t)R2CC_PROBE_MAX_GAP_MS * MS;
+		t += (uint64_t)MIG_PROBE_MAX_GAP_MS * MS;
 	}
 }
 
@@ -187,7 +187,7 @@ static struct r2cc_probe_count keep(const uint8_t *s, const uint8_t *d,
 			drain();
 		}
 		if (r2cc_probe_poll(*t)) /* still in flight: let it time out */
-			*t += (R2CC_PROBE_WAIT_MS + 1) * MS;
+			*t += (MIG_PROBE_WAIT_MS + 1) * MS;
 		r2cc_probe_poll(*t);
 		*t += 500 * MS;
 		cr_assert_eq(r2cc_probe_keep(s, d, port, *t, 500, &c), 0);
