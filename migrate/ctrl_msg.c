@@ -5,12 +5,10 @@
  * (libsodium), and senders' seqs go through a 64-entry replay window.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctrl_msg.h"
@@ -565,7 +563,7 @@ int r2cc_ctrl_key_derive(struct r2cc_ctrl_key *key, const uint8_t *secret,
 	rc = crypto_ready();
 	if (rc)
 		return rc;
-	if (len < R2CC_CTRL_SECRET_MIN || len > R2CC_CTRL_SECRET_MAX)
+	if (len < R2CC_SECRET_MIN || len > R2CC_SECRET_MAX)
 		return -EINVAL;
 	put_le(job_le, job, sizeof(job_le));
 	crypto_auth_hmacsha256_init(&st, secret, len);
@@ -599,35 +597,6 @@ static uint64_t job_of(const uint8_t *secret, size_t len)
 	return job ? job : 1;
 }
 
-/* The secret file's type, owner and mode, with the reason logged */
-static int check_secret_file(const char *path, const struct stat *st)
-{
-	if (!S_ISREG(st->st_mode)) {
-		r2cc_err("secret file %s: not a regular file; refused", path);
-		return -EPERM;
-	}
-	if (st->st_uid != geteuid()) {
-		r2cc_err("secret file %s: owned by uid %u, not uid %u; refused",
-			 path, (unsigned int)st->st_uid,
-			 (unsigned int)geteuid());
-		return -EPERM;
-	}
-	/* 0600 or stricter, and no set-id or sticky bit */
-	if (st->st_mode & 07177) {
-		r2cc_err("secret file %s: mode %04o, must be 0600 or stricter",
-			 path, (unsigned int)(st->st_mode & 07777));
-		return -EPERM;
-	}
-	if (st->st_size < R2CC_CTRL_SECRET_MIN ||
-	    st->st_size > R2CC_CTRL_SECRET_MAX) {
-		r2cc_err("secret file %s: %lld bytes; must hold %d..%d", path,
-			 (long long)st->st_size, R2CC_CTRL_SECRET_MIN,
-			 R2CC_CTRL_SECRET_MAX);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* Up to @size bytes of @fd: the count, or -errno */
 static ssize_t read_all(int fd, uint8_t *buf, size_t size)
 {
@@ -650,40 +619,22 @@ static ssize_t read_all(int fd, uint8_t *buf, size_t size)
 int r2cc_ctrl_key_load(struct r2cc_ctrl_key *key, const char *path,
 		       uint64_t job)
 {
-	uint8_t secret[R2CC_CTRL_SECRET_MAX + 1];
-	struct stat st;
-	ssize_t n = 0;
-	int fd, rc;
+	uint8_t secret[R2CC_SECRET_MAX + 1];
+	ssize_t n;
+	int fd, rc = 0;
 
-	/* O_NOFOLLOW: a symlink is refused; O_NONBLOCK: a FIFO cannot hang */
-	fd = open(path,
-		  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = errno == ELOOP ? -EPERM : -errno;
-		if (rc == -EPERM)
-			r2cc_err("secret file %s: a symbolic link; refused",
-				 path);
-		else
-			r2cc_err("secret file %s: %m", path);
-		return rc;
-	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		r2cc_err("secret file %s: %m", path);
-	} else {
-		rc = check_secret_file(path, &st);
-	}
-	if (!rc) {
-		n = read_all(fd, secret, sizeof(secret));
-		if (n < 0)
-			rc = (int)n;
-		else if (n < R2CC_CTRL_SECRET_MIN || n > R2CC_CTRL_SECRET_MAX)
-			rc = -EINVAL; /* it changed since fstat() */
-		if (rc)
-			r2cc_err("secret file %s: cannot read %d..%d bytes",
-				 path, R2CC_CTRL_SECRET_MIN,
-				 R2CC_CTRL_SECRET_MAX);
-	}
+	/* The file's rules are policy's; each refusal is logged there */
+	fd = r2cc_secret_open(path, NULL, NULL, NULL);
+	if (fd < 0)
+		return fd;
+	n = read_all(fd, secret, sizeof(secret));
+	if (n < 0)
+		rc = (int)n;
+	else if (n < R2CC_SECRET_MIN || n > R2CC_SECRET_MAX)
+		rc = -EINVAL; /* it changed since fstat() */
+	if (rc)
+		r2cc_err("secret file %s: cannot read %d..%d bytes", path,
+			 R2CC_SECRET_MIN, R2CC_SECRET_MAX);
 	close(fd);
 	if (!rc)
 		rc = r2cc_ctrl_key_derive(key, secret, (size_t)n,

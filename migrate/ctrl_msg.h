@@ -66,8 +66,6 @@
 #define R2CC_CTRL_RAIL_MAX 16 /* rail indices 0..15 */
 #define R2CC_CTRL_RAIL_MGMT 0xff /* the management interface */
 #define R2CC_CTRL_KEY_LEN 32
-#define R2CC_CTRL_SECRET_MIN 32
-#define R2CC_CTRL_SECRET_MAX 1024
 
 enum r2cc_ctrl_type {
 	R2CC_CTRL_HELLO = 1,
@@ -242,7 +240,7 @@ uint64_t r2cc_ctrl_new_id(void);
 /**
  * r2cc_ctrl_key_derive() - the key of job @job from the shared secret
  * @key: filled with HMAC-SHA-256(@secret, "r2cc-ctrl-v1" | @job)
- * @secret: the job's secret, @len bytes (R2CC_CTRL_SECRET_MIN..MAX)
+ * @secret: the job's secret, @len bytes (R2CC_SECRET_MIN..MAX, policy.h)
  * @len: its length
  * @job: the job id every frame carries
  * Return: 0, -EINVAL (@len out of range) or -EIO (libsodium unusable).
@@ -252,8 +250,8 @@ int r2cc_ctrl_key_derive(struct r2cc_ctrl_key *key, const uint8_t *secret,
 /**
  * r2cc_ctrl_key_load() - r2cc_ctrl_key_derive() from a secret file
  * @key: the key
- * @path: R2CC_SECRET_FILE: a regular file (not a symlink) owned by the
- * effective uid, mode 0600 or stricter, of 32..1024 bytes used verbatim
+ * @path: R2CC_SECRET_FILE, opened by r2cc_secret_open() (policy.h), which
+ *        holds the rules; its bytes are used verbatim
  * @job: the job id; 0: derived from the secret (the same for every
  *       process holding it)
  * Logs why a file is refused. Return: 0, -EPERM (type, owner or mode),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * config.c - the table of r2cc settings and the strict codec for their
- * values: parsing, defaults, formatting, lookup by name, and the dump.
+ * config.c - the strict codec for the values of r2cc's settings (their
+ * table is settings.c): parsing, defaults, formatting, lookup by name, and
+ * the dump.
  */
 #include <errno.h>
 #include <net/if.h>
@@ -10,70 +11,6 @@
 #include <string.h>
 
 #include "config_int.h"
-
-static const char *const bool_words[] = { "1",	   "0",	 "yes", "no", "true",
-					  "false", "on", "off", NULL };
-static const char *const level_words[] = { "off",  "err",   "warn",
-					   "info", "debug", NULL };
-static const char *const backup_words[] = { "eager", "lazy", NULL };
-
-#define FIELD(f)                                \
-	.off = offsetof(struct r2cc_config, f), \
-	.size = sizeof(((struct r2cc_config *)0)->f)
-
-#define ACCEPT_ABSPATH "an absolute path shorter than 4096 bytes"
-
-/* A unit test checks that names are unique and every default parses. */
-const struct r2cc_setting r2cc_settings[R2CC_CONF_NR] = {
-	[R2CC_CONF_DISABLE] = { "R2CC_DISABLE", R2CC_KIND_BOOL,
-				.words = bool_words, .def = "0",
-				FIELD(disable) },
-	[R2CC_CONF_LOG] = { "R2CC_LOG", R2CC_KIND_ENUM, .words = level_words,
-			    .def = "err", FIELD(log_level) },
-	[R2CC_CONF_LOG_FILE] = { "R2CC_LOG_FILE", R2CC_KIND_ABSPATH,
-				 .accepted = ACCEPT_ABSPATH, FIELD(log_file) },
-	[R2CC_CONF_RAILS] = { "R2CC_RAILS", R2CC_KIND_RAILS,
-			      .accepted = "all, or up to 16 comma-separated "
-					  "DEV[/PORT] without duplicates; DEV "
-					  "is 1-63 of [A-Za-z0-9_.-], PORT "
-					  "1..255",
-			      .def = "all", FIELD(rails) },
-	[R2CC_CONF_BACKUP] = { "R2CC_BACKUP", R2CC_KIND_ENUM,
-			       .words = backup_words, .def = "eager",
-			       FIELD(backup) },
-	[R2CC_CONF_DETECT_MS] = { "R2CC_DETECT_MS", R2CC_KIND_UINT, .lo = 10,
-				  .hi = 60000, .def = "500", FIELD(detect_ms) },
-	[R2CC_CONF_FAILBACK] = { "R2CC_FAILBACK", R2CC_KIND_BOOL,
-				 .words = bool_words, .def = "1",
-				 FIELD(failback) },
-	[R2CC_CONF_FAILBACK_HOLD_MS] = { "R2CC_FAILBACK_HOLD_MS",
-					 R2CC_KIND_UINT, .lo = 0, .hi = 3600000,
-					 .def = "5000",
-					 FIELD(failback_hold_ms) },
-	[R2CC_CONF_KEEPALIVE] = { "R2CC_KEEPALIVE", R2CC_KIND_BOOL,
-				  .words = bool_words, .def = "0",
-				  FIELD(keepalive) },
-	[R2CC_CONF_KEEPALIVE_MS] = { "R2CC_KEEPALIVE_MS", R2CC_KIND_UINT,
-				     .lo = 100, .hi = 60000, .def = "1000",
-				     FIELD(keepalive_ms) },
-	[R2CC_CONF_CTRL_PORT] = { "R2CC_CTRL_PORT", R2CC_KIND_UINT, .lo = 1,
-				  .hi = 65535, .def = "18650",
-				  FIELD(ctrl_port) },
-	[R2CC_CONF_CTRL_IF] = { "R2CC_CTRL_IF", R2CC_KIND_IFNAME,
-				.accepted = "a network interface name of 1-15 "
-					    "characters without '/', ':' or "
-					    "white space",
-				FIELD(ctrl_if) },
-	[R2CC_CONF_SECRET_FILE] = { "R2CC_SECRET_FILE", R2CC_KIND_ABSPATH,
-				    .accepted = ACCEPT_ABSPATH,
-				    FIELD(secret_file) },
-	[R2CC_CONF_STATS] = { "R2CC_STATS", R2CC_KIND_ABSPATH,
-			      .accepted = ACCEPT_ABSPATH, FIELD(stats_file) },
-	[R2CC_CONF_CONFIG] = { "R2CC_CONFIG", R2CC_KIND_PATH, .env_only = true,
-			       .accepted =
-				       "a file path shorter than 4096 bytes",
-			       FIELD(config_file) },
-};
 
 /* Enum fields are stored by memcpy() from an unsigned int. */
 _Static_assert(sizeof(enum r2cc_log_level) == sizeof(unsigned int), "enum");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * config_int.h - the settings table and value codec shared by config.c and
- * conf_parse.c. Include only from policy/.
+ * config_int.h - the settings table (settings.c) and the value codec shared
+ * by config.c, conf_parse.c and conf_doc.c. Include only from policy/.
  */
 #ifndef R2CC_CONFIG_INT_H
 #define R2CC_CONFIG_INT_H
@@ -28,6 +28,9 @@ struct r2cc_setting {
 	const char *accepted; /* the other kinds: what the message offers */
 	const char *def; /* default as text, parsed like input; NULL = unset */
 	size_t off, size; /* the field in struct r2cc_config */
+	bool common; /* in the README's short table */
+	const char *brief; /* one line */
+	const char *doc; /* r2cc.conf(5)'s paragraph; *word* is bold */
 };
 
 #define R2CC_ENV_PREFIX "R2CC_"

@@ -2,7 +2,9 @@
 /*
  * policy.h - the policy module's one public header: logging, the
  * configuration (built-in defaults < r2cc.conf < R2CC_* environment), rails.
- * Locks: none yet; logging is lock-free and the config calls reentrant.
+ * Locks: logging is lock-free and the config calls reentrant; rail health
+ * (health.h) and the status record (status.h) each take a lock of their
+ * own.
  */
 #ifndef R2CC_POLICY_H
 #define R2CC_POLICY_H
@@ -200,6 +202,21 @@ int r2cc_config_format(const struct r2cc_config *cfg, int key, char *buf,
  */
 int r2cc_config_dump(const struct r2cc_config *cfg, FILE *f);
 
+enum r2cc_list_fmt {
+	R2CC_LIST_TEXT, /* for operators: r2cc-ctl config list */
+	R2CC_LIST_MAN, /* r2cc.conf(5)'s OPTIONS, roff */
+	R2CC_LIST_MARKDOWN, /* the README's table of the common settings */
+	R2CC_LIST_NAMES, /* one environment name per line */
+};
+
+/**
+ * r2cc_config_list() - document every setting from the settings table
+ * @f: output stream
+ * @fmt: enum r2cc_list_fmt
+ * Return: 0, -EINVAL for a bad @fmt, or -EIO if writing failed.
+ */
+int r2cc_config_list(FILE *f, enum r2cc_list_fmt fmt);
+
 /* The rail inventory (rail.c): one per RDMA device port, read from sysfs */
 enum r2cc_link_layer { R2CC_LL_UNKNOWN, R2CC_LL_IB, R2CC_LL_ETH };
 struct r2cc_rail_info {
@@ -236,11 +253,13 @@ const char *r2cc_link_layer_name(enum r2cc_link_layer ll);
  */
 int r2cc_rail_format(const struct r2cc_rail_info *r, char *buf, size_t size);
 
-/* Rail health (health.c), the status record r2cc-ctl reads (status.c) and
- * backup placement with memory locality (placement.c, locality.c, gpu.c),
- * in headers of their own to keep this one short. */
+/* Rail health (health.c), the status record r2cc-ctl reads (status.c),
+ * backup placement with memory locality (placement.c, locality.c, gpu.c)
+ * and the job secret file (secret.c), in headers of their own to keep
+ * this one short. */
 #include "health.h"
 #include "status.h"
 #include "placement.h"
+#include "secret.h"
 
 #endif /* R2CC_POLICY_H */

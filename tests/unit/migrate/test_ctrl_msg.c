@@ -728,7 +728,7 @@ Test(ctrl_msg, key_derive, .init = setup, .timeout = 5)
 	static const uint8_t label[] = "r2cc-ctrl-v1";
 	crypto_auth_hmacsha256_state st;
 	struct r2cc_ctrl_key a, b;
-	uint8_t secret[R2CC_CTRL_SECRET_MAX + 1] = { 1, 2, 3 };
+	uint8_t secret[R2CC_SECRET_MAX + 1] = { 1, 2, 3 };
 	uint8_t job_le[8], want[32];
 
 	cr_assert_eq(r2cc_ctrl_key_derive(&a, secret, 31, 1), -EINVAL);

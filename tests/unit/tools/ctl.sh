@@ -48,14 +48,57 @@ t help 0 $ctl help && has "$out" "OBJECT"
 t rail-help 0 $ctl rail help
 t version 0 $ctl -V && has "$out" "r2cc-ctl "
 # config check: a good file, a bad file (exit 3, the key named).
-printf 'log = debug\nrails = mlx5_0,mlx5_1/1\n' > "$tmp/good.conf"
-printf 'log = loud\ndetect_ms = 5ms\n' > "$tmp/bad.conf"
-t cfg-good 0 env -u R2CC_CONFIG "$ctl" config check "$tmp/good.conf" &&
-	{ has "$out" "^log = debug .*# file:1"; has "$out" "^rails = mlx5_0,mlx5_1/1"; }
-t cfg-bad 3 env -u R2CC_CONFIG "$ctl" config check "$tmp/bad.conf" &&
+key=r2cc-unit-job-secret-0123456789abcdef # never printed
+printf '%s' "$key" > "$tmp/key" && chmod 600 "$tmp/key"
+printf 'log = debug\nrails = mlx5_0,mlx5_1/1\nsecret_file = %s\n' "$tmp/key" > "$tmp/good.conf"
+printf 'log = loud\ndetect_ms = 5ms\nsecret_file = %s\n' "$tmp/key" > "$tmp/bad.conf"
+cfg="env -u R2CC_CONFIG -u R2CC_SECRET_FILE $ctl config check"
+kcfg() { # kcfg SECRET [VAR=VALUE...]: check nokey.conf with R2CC_SECRET_FILE=SECRET
+	local f=$1
+	shift
+	env -u R2CC_CONFIG R2CC_SECRET_FILE="$f" "$@" "$ctl" config check "$tmp/nokey.conf"
+}
+quiet() { ! cat "$out" "$err" | grep -q "$key" || { echo "FAIL $1: the secret printed"; fail=1; }; }
+t cfg-good 0 $cfg "$tmp/good.conf" &&
+	{ has "$out" "^log = debug .*# file:1"; has "$out" "^rails = mlx5_0,mlx5_1/1";
+	  has "$out" "^# secret: $tmp/key ok (37 bytes, mode 0600)$"; quiet cfg-good; }
+t cfg-bad 3 $cfg "$tmp/bad.conf" &&
 	{ has "$err" "log"; has "$err" "detect_ms"; has "$err" "2 problems"; }
 t cfg-env 0 env R2CC_LOG=info "$ctl" config check "$tmp/good.conf" &&
 	has "$out" "^log = info .*# env"
+# ... and the job secret it names, by the shim's rules: none, missing,
+# group-readable, too short, a symbolic link, a directory (exit 3 each,
+# one problem naming the file); from the environment too.
+printf 'log = debug\n' > "$tmp/nokey.conf"
+t cfg-nokey 3 $cfg "$tmp/nokey.conf" &&
+	{ has "$err" "no job secret (R2CC_SECRET_FILE): every connection runs unprotected; make one with r2cc-ctl secret new FILE";
+	  has "$err" "1 problem$"; has "$out" "^#secret_file = "; }
+t cfg-key-env 0 kcfg "$tmp/key" && has "$out" "^# secret: $tmp/key ok"
+keyok() { # keyok NAME PATH SAYS: config check names PATH, says SAYS, exit 3
+	t "$1" 3 kcfg "$2" &&
+		{ has "$err" "secret file $2: $3"; has "$err" "1 problem$"; quiet "$1";
+		  grep -q "# secret:" "$out" && { echo "FAIL $1: said ok"; fail=1; }; }
+}
+keyok cfg-key-missing "$tmp/nokey" "No such file or directory; must exist"
+printf '%s' "$key" > "$tmp/key644" && chmod 644 "$tmp/key644"
+keyok cfg-key-0644 "$tmp/key644" "mode 0644 (group or others have access); must be 0600 or stricter"
+printf '%s' "$key" > "$tmp/key640" && chmod 640 "$tmp/key640"
+keyok cfg-key-0640 "$tmp/key640" "mode 0640"
+printf '%031d' 0 > "$tmp/key31" && chmod 600 "$tmp/key31"
+keyok cfg-key-short "$tmp/key31" "31 bytes; must hold 32..1024 bytes"
+ln -s "$tmp/key" "$tmp/keylink"
+keyok cfg-key-link "$tmp/keylink" "a symbolic link; must be the file itself"
+keyok cfg-key-dir "$tmp" "not a regular file (a directory)"
+t cfg-key-two 3 kcfg "$tmp/key31" R2CC_LOG=loud &&
+	has "$err" "2 problems"
+# config list: every setting with its default; a bad format is refused.
+t cfg-list 0 $ctl config list &&
+	{ has "$out" "^R2CC_SECRET_FILE (file: secret_file)$";
+	  has "$out" "^R2CC_CONFIG (environment only)$";
+	  has "$out" "^    default: 5000; values: a decimal integer 0..3600000$"; }
+t cfg-list-names 0 $ctl config list --names &&
+	{ [ "$(grep -c '^R2CC_[A-Z_]*$' "$out")" -ge 15 ] || { echo "FAIL cfg-list-names"; cat "$out"; fail=1; }; }
+t cfg-list-bad 1 $ctl config list --html && has "$err" "usage: r2cc-ctl config list"
 # conn show / metrics: nobody running r2cc, then a live stand-in.
 export R2CC_STATUS_DIR=$tmp
 t conn-none 4 $ctl -j conn show &&
