@@ -2,7 +2,8 @@
 /*
  * device.c - devices and contexts: the program's contexts are registered and
  * their data-path ops patched after the real open; r2cc's own private
- * context per rail is opened on first use. Async events pass through.
+ * context per rail is opened on first use. Async events of what r2cc has
+ * taken over are acked and hidden (migrate/ decides: r2cc_async_hidden()).
  */
 #include <errno.h>
 #include <stdlib.h>
