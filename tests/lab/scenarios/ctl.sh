@@ -22,7 +22,7 @@ SECRET=/tmp/r2cc.secret
 printf 'r2cc-lab-job-secret-%044d' 7 > "$SECRET"
 chmod 600 "$SECRET"
 QPS=4
-LINGER=15
+LINGER=25
 # --timeout 16 (268 ms, 7 tries: about 2 s): a black hole still shows
 # within the stall limit, and a guest starved of CPU under TCG for half a
 # second does not exhaust the retries before the fault.
@@ -43,16 +43,26 @@ r2cc_env() { # r2cc_env NAME: the environment of a program under r2cc
 		"R2CC_DETECT_MS=2000"
 }
 
-# ctl_final NAME: in the background, once this node's generator has
-# printed its per-QP lines (its run is over, its QPs linger), what
+# ctl_final NAME [UNTIL]: in the background, once this node's generator
+# has printed its per-QP lines (its run is over, its QPs linger), what
 # r2cc-ctl shows: $LAB/$NODE.NAME.{conn.json,metrics,events.json,events}.
+# UNTIL, a jq filter on `conn show`: wait for it to hold first, for most
+# of the linger at most (a move back after the run: under TCG a guest's
+# "5 s" of carrier loss has lasted 13 s).
 ctl_final() {
-	local name=$1
+	local name=$1 until=${2:-true}
 	(
 		out=$LAB/$NODE.$name.out
 		for i in $(seq 1800); do
 			[ "$(grep -c '^r2cc-gen: qp=' "$out" 2>/dev/null)" -ge $QPS ] && break
 			sleep 0.1
+		done
+		local end=$((SECONDS + LINGER - 6))
+		while [ $SECONDS -lt $end ]; do
+			"$CTL" -j conn show 2>/dev/null | jq -e --argjson n $QPS \
+				"[.[] | select(.comm == \"r2cc-gen\")] | $until" \
+				> /dev/null 2>&1 && break
+			sleep 1
 		done
 		"$CTL" -j conn show > "$LAB/$NODE.$name.conn.json" 2>&1
 		"$CTL" metrics > "$LAB/$NODE.$name.metrics" 2>&1
@@ -152,7 +162,7 @@ if [ "$NODE" = b ]; then
 	) &
 	RAILS_PID=$!
 fi
-ctl_final $N
+ctl_final $N 'length == $n and all(.[]; .protection == "ready")'
 pair $N ok 150 18600 "$R2CC $GEN -i 1" "$R2CC $GEN -t 25 -i 1 \$SERVER"
 wait "$FINAL_PID"
 if [ "$NODE" = b ]; then
