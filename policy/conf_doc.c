@@ -44,33 +44,51 @@ static void values_short(const struct r2cc_setting *st, char *buf, size_t size)
 	}
 }
 
+/* The length of the word @s starts (up to a space or the end) */
+static size_t word_len(const char *s)
+{
+	const char *e = strchr(s, ' ');
+
+	return e ? (size_t)(e - s) : strlen(s);
+}
+
 /*
  * @s with *bold* as @on ... @off; with @roff escaped for roff, each
- * sentence on a line of its own.
+ * sentence on a line of its own and no line past 72 columns (a longer
+ * word alone on its line).
  */
 static void put_marked(FILE *f, const char *s, const char *on, const char *off,
 		       bool roff)
 {
 	bool bold = false, bol = true;
 	char prev = '\0';
+	size_t col = 0;
 
 	for (; *s; prev = *s++) {
 		if (*s == '*') {
 			fputs(bold ? off : on, f);
+			col += strlen(bold ? off : on);
 			bold = !bold;
 			continue;
 		}
 		if (roff && bol && (*s == '.' || *s == '\''))
 			fputs("\\&", f);
 		bol = false;
-		if (roff && *s == '\\') {
-			fputs("\\e", f);
-		} else if (roff && *s == ' ' && prev == '.' &&
-			   ((s[1] >= 'A' && s[1] <= 'Z') || s[1] == '*')) {
+		if (roff && *s == ' ' &&
+		    ((prev == '.' &&
+		      ((s[1] >= 'A' && s[1] <= 'Z') || s[1] == '*')) ||
+		     col + 1 + word_len(s + 1) > 72)) {
 			fputc('\n', f);
 			bol = true;
+			col = 0;
+			continue;
+		}
+		if (roff && *s == '\\') {
+			fputs("\\e", f);
+			col += 2;
 		} else {
 			fputc(*s, f);
+			col++;
 		}
 	}
 }
@@ -119,14 +137,12 @@ static void list_markdown(FILE *f, int k)
 static void put_wrapped(FILE *f, const char *s)
 {
 	size_t col = 4, w;
-	const char *e;
 
 	fputs("    ", f);
 	while (*s) {
 		while (*s == ' ')
 			s++;
-		e = strchr(s, ' ');
-		w = e ? (size_t)(e - s) : strlen(s);
+		w = word_len(s);
 		if (col > 4 && col + 1 + w > 72) {
 			fputs("\n    ", f);
 			col = 4;
