@@ -10,6 +10,17 @@ RAILS=${LAB_rails:-2}
 REPO=$LAB_repo
 BUILD=$LAB_build
 RESULTS=$LAB/$NODE.results
+# The r2cc the demo runs: the build tree's, or (tests/lab/run -i) the
+# installed one, the shim by its bare name as a job preloads it.
+if [ "${LAB_installed:-0}" = 1 ]; then
+	LAB_SHIM=libr2cc-shim.so
+	LAB_CTL=$(command -v r2cc-ctl)
+	LAB_GEN=$(command -v r2cc-gen)
+else
+	LAB_SHIM=$BUILD/shim/libr2cc-shim.so
+	LAB_CTL=$BUILD/tools/r2cc-ctl
+	LAB_GEN=$BUILD/tools/r2cc-gen
+fi
 
 node_num() { [ "$1" = a ] && echo 1 || echo 2; }
 # Rail i of node n is 10.10.i.n/24 on the wire shared with the peer's rail i;

@@ -11,13 +11,13 @@
 # lab-timeout: 500
 
 . "$REPO/tests/lab/lib/gen.sh"
-SHIM=$BUILD/shim/libr2cc-shim.so
-CTL=$BUILD/tools/r2cc-ctl
+SHIM=$LAB_SHIM
+CTL=$LAB_CTL
 SECRET=/tmp/r2cc.secret
 printf 'r2cc-lab-job-secret-%044d' 7 > "$SECRET"
 chmod 600 "$SECRET"
 STALL=10
-GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --stall-limit $STALL"
+GEN="$LAB_GEN -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 --stall-limit $STALL"
 LOGF=$LAB/$NODE.demo.r2cc.log
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LOGF"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
@@ -47,7 +47,8 @@ else
 	# What an operator sees, printed by `tests/lab/run -s` (tools/demo)
 	# right after the job's own output.
 	{
-	echo "== the job under r2cc (node b):"
+	echo "== the job under r2cc (node b), its shim: $(LD_PRELOAD=$SHIM \
+		grep -m1 -o '/[^ ]*libr2cc-shim\.so' /proc/self/maps)"
 	grep '^r2cc-gen: role=client' "$LAB/b.demo.with-r2cc.out"
 	echo
 	echo "== what r2cc did (node b's log):"
