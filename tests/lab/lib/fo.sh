@@ -156,7 +156,7 @@ prog_fo() {
 	R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$log"
 	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 	if [ "$NODE" = b ]; then
-		( sleep "$delay"; fault_carrier 0 down; log "$name: rail 0 down" ) &
+		( nap "$delay"; fault_carrier 0 down; log "$name: rail 0 down" ) &
 		FAULT_PID=$!
 	fi
 	pair "$name" ok 240 18515 "$R2CC $srv" "$R2CC $cli \$SERVER"

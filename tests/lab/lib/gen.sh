@@ -38,12 +38,12 @@ fault_after() {
 	(
 		for i in $(seq $((wait * 10))); do
 			grep -q "$pat" "$file" 2>/dev/null && break
-			sleep 0.1
+			nap 0.1
 		done
-		sleep "$delay"
+		nap "$delay"
 		# the time just before the fault: what a failover is timed
 		# from (a carrier change's own, FAULT_T, when it gives one)
-		t=$(date +%s.%N)
+		t=$EPOCHREALTIME
 		FAULT_T=
 		"$@"
 		echo "${FAULT_T:-$t}" > "$LAB/$name.fault"

@@ -32,9 +32,13 @@ rail_ibdev() { echo "rxe$1"; }
 rail_mac() { printf '52:54:00:72:0%s:%02x' "$1" "$2"; }
 # Netdev by MAC, so that PCI enumeration order does not matter.
 mac_dev() {
-	local f
+	local f a
 	for f in /sys/class/net/*/address; do
-		[ "$(cat "$f")" = "$1" ] && { basename "$(dirname "$f")"; return 0; }
+		read -r a < "$f" || continue
+		[ "$a" = "$1" ] || continue
+		f=${f%/address}
+		echo "${f##*/}"
+		return 0
 	done
 	return 1
 }
@@ -42,6 +46,56 @@ rail_dev() { mac_dev "$(rail_mac "$NODE" "$1")"; }
 mgmt_dev() { mac_dev "$(rail_mac "$NODE" 99)"; }
 
 log() { echo "[$NODE $(date +%T)] $*"; }
+
+# nap SECS: sleep without a fork. Under TCG, with the guest's one CPU kept
+# busy by the program under test, forking and exec'ing sleep(1) takes most
+# of a second, and a fault schedule made of such steps drifted by seconds
+# (a 5 s carrier loss lasted 13 s): read -t on a FIFO no one writes to is
+# bash's own. Falls back to sleep(1) if the FIFO cannot be made.
+LAB_NAP_FD=
+if mkfifo "/tmp/lab-nap.$$" 2> /dev/null; then
+	exec {LAB_NAP_FD}<> "/tmp/lab-nap.$$" || LAB_NAP_FD=
+	rm -f "/tmp/lab-nap.$$"
+fi
+nap() {
+	if [ -n "$LAB_NAP_FD" ]; then
+		read -r -t "$1" -u "$LAB_NAP_FD" _
+		return 0
+	fi
+	sleep "$1"
+}
+# now_us: the time in microseconds (no fork)
+now_us() { REPLY=${EPOCHREALTIME//[.,]/}; }
+# nap_until US: nap until that time (now_us's clock); at once if past.
+nap_until() {
+	local d
+	now_us
+	d=$(($1 - REPLY))
+	[ $d -gt 0 ] || return 0
+	printf -v d '%d.%06d' $((d / 1000000)) $((d % 1000000))
+	nap "$d"
+}
+# secs_us SECS: REPLY = SECS ("5", "1.5") in microseconds
+secs_us() {
+	local i=${1%%.*} f=0
+	[ "$i" = "$1" ] || f=${1#*.}000000
+	REPLY=$((10#${i:-0} * 1000000 + 10#${f:0:6}))
+}
+# fault_mark, at SECS: a fault schedule timed from one instant (the moment
+# the last fault_carrier's change showed, else now), not from the end of
+# the step before: at 5 ... at 10 are 5 s apart however long a step took.
+fault_mark() {
+	if [ -n "$CARRIER_T" ]; then
+		FAULT_MARK=${CARRIER_T//[.,]/}
+	else
+		now_us
+		FAULT_MARK=$REPLY
+	fi
+}
+at() {
+	secs_us "$1"
+	nap_until $((FAULT_MARK + REPLY))
+}
 
 # check STATUS NAME [DETAIL...]: one result line for the host.
 check() {
@@ -148,21 +202,22 @@ pair() {
 # link set down`: rxe frees the skbs still in the virtio transmit ring at
 # the next `ip link set up`, and if their QPs were destroyed meanwhile
 # (the case's programs ended) the guest oopses in rxe_skb_tx_dtor.
-# Returns once the guest's netdev shows it (5 s at most), CARRIER_T set to
+# Returns once the guest's netdev shows it (5-10 s at most), CARRIER_T set to
 # the last moment it still showed the old state: the host's round trip is
 # not the fault's (the guest sees QEMU's change within milliseconds).
 # FAULT_T, when empty, is set to it too (fault_after: the first change of
 # a fault is what a failover is timed from).
 fault_carrier() {
-	local off=$LAB/$NODE.carrier-off st t hl rc i=0
+	local off=$LAB/$NODE.carrier-off st t hl rc i=0 link=on
 	local f=/sys/class/net/$(rail_dev "$1")/operstate
-	host_link "$NODE" "$1" "$([ "$2" = down ] && echo off || echo on)" &
+	[ "$2" = down ] && link=off
+	host_link "$NODE" "$1" $link &
 	hl=$!
 	CARRIER_T=$EPOCHREALTIME
 	while t=$EPOCHREALTIME && read -r st < "$f" && [ "$st" != "$2" ] &&
-		[ $((i++)) -lt 500 ]; do
+		[ $((i++)) -lt 1000 ]; do
 		CARRIER_T=$t
-		sleep 0.005
+		nap 0.005
 	done
 	FAULT_T=${FAULT_T:-$CARRIER_T}
 	wait "$hl"
@@ -190,20 +245,24 @@ fault_loss() {
 # change before it returns, the rest in the background. Sets FLAP_PID; the
 # schedule ends with the link in its last state.
 fault_flap() {
-	local rail=$1
+	local rail=$1 t=0
 	set -- $2
-	# the first change now (FAULT_T: the fault's time), the rest after
+	# the first change now (FAULT_T: the fault's time), the rest after,
+	# each timed from the first (fault_mark)
 	fault_carrier "$rail" "$1"
 	echo "$CARRIER_T $1" >> "$LAB/$NODE.flap.log"
+	fault_mark
 	(
-		sleep "$2"
-		shift 2
-		while [ $# -ge 2 ]; do
-			fault_carrier "$rail" "$1"
-			echo "$CARRIER_T $1" >> "$LAB/$NODE.flap.log"
-			sleep "$2"
+		while [ $# -ge 4 ]; do
+			secs_us "$2"
+			t=$((t + REPLY))
+			nap_until $((FAULT_MARK + t))
+			fault_carrier "$rail" "$3"
+			echo "$CARRIER_T $3" >> "$LAB/$NODE.flap.log"
 			shift 2
 		done
+		# hold the last state for its time, as before
+		[ $# -ge 2 ] && secs_us "$2" && nap_until $((FAULT_MARK + t + REPLY))
 	) &
 	FLAP_PID=$!
 }
@@ -212,17 +271,19 @@ fault_flap() {
 # NIC, done by the host (a one-sided cut: the other side sees a black hole).
 host_link() {
 	local node=$1 rail=$2 state=$3 i=0
-	local req
-	mkdir -p "$LAB/hostreq"
-	req=$LAB/hostreq/$(date +%s%N).$NODE
+	local req ans
+	[ -d "$LAB/hostreq" ] || mkdir -p "$LAB/hostreq"
+	req=$LAB/hostreq/${EPOCHREALTIME//[.,]/}000.$NODE
 	echo "set_link $node r$rail $state" > "$req.tmp"
 	mv "$req.tmp" "$req"
 	while [ ! -e "$req.done" ]; do
 		i=$((i + 1))
-		[ $i -gt 300 ] && { log "host_link: no answer from host"; return 1; }
-		sleep 0.1
+		[ $i -gt 600 ] && { log "host_link: no answer from host"; return 1; }
+		nap 0.05
 	done
-	grep -q '^ok' "$req.done"
+	# (the host may have created the file and not written it yet)
+	read -r ans < "$req.done" || { nap 0.2; read -r ans < "$req.done"; }
+	[ "${ans%% *}" = ok ]
 }
 
 # fault_clear RAIL: undo every fault this node put on the rail.

@@ -140,7 +140,7 @@ lab_start_vm() {
 	# queue: used == last_avail == shadow_avail, nothing in flight).
 	qemu-system-x86_64 \
 		-nodefaults -no-user-config -no-reboot \
-		-accel tcg,thread=multi -cpu max \
+		-accel tcg,thread=multi -cpu "${R2CC_LAB_CPU:-max}" \
 		-smp "$LAB_CPUS,maxcpus=$((LAB_CPUS > 1 ? LAB_CPUS : 2))" -m "$LAB_MEM" \
 		-display none -serial "file:$run/console-$node.log" \
 		-monitor "unix:$run/monitor-$node.sock,server=on,wait=off" \

@@ -141,7 +141,7 @@ metrics_match() { # metrics_match NAME FAILOVERS
 # ---- carrier loss on node b's rail 0, restored mid-run ----------------------
 N=ctl.carrier
 R2CC=$(r2cc_env $N)
-carrier_off_5s() { fault_carrier 0 down; sleep 5; fault_carrier 0 up; }
+carrier_off_5s() { fault_carrier 0 down; fault_mark; at 5; fault_carrier 0 up; }
 if [ "$NODE" = b ]; then
 	fault_midrun $N carrier_off_5s
 	# rail show, polled once traffic flows (one process per poll: the

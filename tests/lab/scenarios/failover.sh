@@ -201,7 +201,7 @@ barrier fo.lazy.cleared 60
 # on its own probes says so; the other follows); every byte verified.
 hole_for() {
 	fault_blackhole 0
-	sleep 8
+	nap 8
 	fault_clear 0
 }
 FO_ENV="R2CC_FAILBACK_HOLD_MS=3000" GEN_T=40 gen_fo fo.holeback a hole_for
@@ -253,9 +253,10 @@ barrier fo.idlehole.cleared 60
 # verified and no error seen.
 backup_dies() {
 	fault_carrier 0 down
-	sleep 5
+	fault_mark
+	at 5
 	fault_clear 0
-	sleep 5
+	at 10
 	fault_carrier 1 down
 }
 FO_ENV="R2CC_FAILBACK_HOLD_MS=60000" gen_fo fo.backupdies b backup_dies
