@@ -34,15 +34,18 @@ barrier stacks.cqex.cleared 60
 NC="$BUILD/tools/r2cc-nccl -d $(rail_ibdev 0) -g 1 -c 2 -q 2 -p 18700"
 # nccl_case NAME EXPECT PREFIX: the pair run with PREFIX (r2cc's
 # environment, or none), rail 0's cable pulled on b 3 s after its first
-# progress line.
+# progress line (under r2cc: 1 s after both nodes' r2cc-ctl view, cov_fault).
 nccl_case() {
 	local name=$1 expect=$2 pre=$3 line
 	rm -f "$LAB/$name.fault"
 	barrier "$name.start" 120
-	[ "$NODE" = b ] && fault_after "$LAB/b.$name.out" \
-		'^r2cc-nccl: progress' 120 3 "$name" fault_carrier 0 down
-	[ "$expect" = ok ] && cov_watch "$name" "$LAB/$NODE.$name.out" \
-		'^r2cc-nccl: progress'
+	if [ "$expect" = ok ]; then
+		cov_watch "$name" "$LAB/$NODE.$name.out" '^r2cc-nccl: progress'
+		[ "$NODE" = b ] && cov_fault "$name" fault_carrier 0 down
+	elif [ "$NODE" = b ]; then
+		fault_after "$LAB/b.$name.out" '^r2cc-nccl: progress' 120 3 \
+			"$name" fault_carrier 0 down
+	fi
 	pair "$name" "$expect" 150 18700 "$pre$NC" "$pre$NC -t 30 \$SERVER"
 	[ "$NODE" = b ] && rail0_back
 	line=$(grep '^r2cc-nccl: role=' "$LAB/$NODE.$name.out")
@@ -72,8 +75,8 @@ nccl_case stacks.nccl.base fail ""
 # addresses): rping (-V: every ping's data checked; each one printed, and
 # counted), and rstream over rsockets (-T v: every byte checked; its own
 # rdma_cm ids, synchronous, the channel read by rsockets' own thread).
-# Rail 0's cable on b is pulled 3 s after the QP is protected and put back
-# 35 s later; b pings a's rail-0 address once it is down, as anything on
+# Rail 0's cable on b is pulled 1 s after both nodes' r2cc-ctl have
+# seen the QP protected (cov_fault) and put back 35 s later; b pings a's rail-0 address once it is down, as anything on
 # the node may, so its neighbour entry fails and the kernel's rdma_cm
 # reports the connection UNREACHABLE: r2cc must keep that from the
 # program, whose QP it moved. The pair ends normally, every RC QP
@@ -85,9 +88,9 @@ cm_case() {
 	R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 	rm -f "$LAB/$name.fault"
 	barrier "$name.start" 120
+	cov_watch "$name" "$log" 'protected: backup QP'
 	if [ "$NODE" = b ]; then
-		fault_after "$log" 'protected: backup QP' 120 3 "$name" \
-			fault_flap 0 "down 35 up 0"
+		cov_fault "$name" fault_flap 0 "down 35 up 0"
 		(
 			for i in $(seq 1800); do
 				[ -e "$LAB/$name.fault" ] && break
@@ -96,7 +99,6 @@ cm_case() {
 			busybox ping -c 6 -W 1 "$(rail_ip a 0)" > /dev/null 2>&1
 		) &
 	fi
-	cov_watch "$name" "$log" 'protected: backup QP'
 	pair "$name" ok 300 - "$R2CC $srv" "$R2CC $cli"
 	[ "$NODE" = b ] && rail0_back
 	cov_check "$name"
