@@ -194,7 +194,7 @@ cov_watch() {
 
 # cov_fault NAME CMD...: in the background, once both nodes' cov_watch
 # have taken their view before the fault (2 minutes at most), wait 1 s and
-# apply the fault, as fault_after does ($LAB/NAME.fault, FAULT_PID). The
+# apply it (fault_now; FAULT_PID, as fault_after). The
 # view and the fault were two timers racing (2 s and 3 s after the same
 # line, each polled apart): on a slow guest the "before" view came after
 # the fault and showed the QP already moved.
@@ -208,11 +208,7 @@ cov_fault() {
 			nap 0.1
 		done
 		nap 1
-		t=$EPOCHREALTIME
-		FAULT_T=
-		"$@"
-		echo "${FAULT_T:-$t}" > "$LAB/$name.fault"
-		log "$name: fault applied: $*"
+		fault_now "$name" "$@"
 	) &
 	FAULT_PID=$!
 }

@@ -28,6 +28,18 @@ record() {
 	echo "$line"
 }
 
+# fault_now NAME CMD...: apply the fault now; the time it hit goes to
+# $LAB/NAME.fault: the time just before it, what a failover is timed from
+# (a carrier change's own, FAULT_T, when it gives one).
+fault_now() {
+	local name=$1 t=$EPOCHREALTIME
+	shift
+	FAULT_T=
+	"$@"
+	echo "${FAULT_T:-$t}" > "$LAB/$name.fault"
+	log "$name: fault applied: $*"
+}
+
 # fault_after FILE PATTERN WAIT DELAY NAME CMD...: once FILE has a line
 # matching PATTERN (at most WAIT seconds), wait DELAY s more and apply the
 # fault; the time it hit goes to $LAB/NAME.fault. Runs in the background
@@ -41,13 +53,7 @@ fault_after() {
 			nap 0.1
 		done
 		nap "$delay"
-		# the time just before the fault: what a failover is timed
-		# from (a carrier change's own, FAULT_T, when it gives one)
-		t=$EPOCHREALTIME
-		FAULT_T=
-		"$@"
-		echo "${FAULT_T:-$t}" > "$LAB/$name.fault"
-		log "$name: fault applied: $*"
+		fault_now "$name" "$@"
 	) &
 	FAULT_PID=$!
 }
