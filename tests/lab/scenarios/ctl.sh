@@ -62,7 +62,7 @@ ctl_final() {
 			"$CTL" -j conn show 2>/dev/null | jq -e --argjson n $QPS \
 				"[.[] | select(.comm == \"r2cc-gen\")] | $until" \
 				> /dev/null 2>&1 && break
-			sleep 1
+			nap 1
 		done
 		"$CTL" -j conn show > "$LAB/$NODE.$name.conn.json" 2>&1
 		"$CTL" metrics > "$LAB/$NODE.$name.metrics" 2>&1
