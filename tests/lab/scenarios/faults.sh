@@ -74,8 +74,8 @@ transfer cut.restored 0 ok
 retries0=$(rxe_counter 0 completer_retry_err)
 fault_loss 0 20 2
 barrier loss.applied
-pair loss.rail0 ok 240 18515 "$REPO/tests/lab/lib/perftest-retry ib_write_bw -d rxe0 -x 1 -n 200 -s 4096" \
-	"$REPO/tests/lab/lib/perftest-retry ib_write_bw -d rxe0 -x 1 -n 200 -s 4096 \$SERVER"
+pair loss.rail0 ok 240 18515 "ib_write_bw -F -d rxe0 -x 1 -n 200 -s 4096" \
+	"ib_write_bw -F -d rxe0 -x 1 -n 200 -s 4096 \$SERVER"
 d=$(qdisc_drops 0)
 [ "${d:-0}" -gt 0 ] && check pass loss.dropped "$d packets" ||
 	check fail loss.dropped "netem dropped nothing"

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: MIT
 # smoke: unmodified ibv_rc_pingpong across the nodes on every rail, then
-# unmodified perftest (write, read, send bandwidth) on rail 0.
+# unmodified perftest (write, read, send bandwidth) on rail 0. perftest
+# runs with -F: under TCG its clock calibration fails now and then, and
+# only -F makes that a report of 0 rather than an exit of one end (the
+# other then waits for an exchange that never comes).
 # lab-timeout: 400
 
 for ((r = 0; r < RAILS; r++)); do
@@ -11,6 +14,6 @@ done
 
 for t in write read send; do
 	pair "ib_${t}_bw.rail0" ok 180 18515 \
-		"$REPO/tests/lab/lib/perftest-retry ib_${t}_bw -d rxe0 -x 1 -n 200 -s 65536" \
-		"$REPO/tests/lab/lib/perftest-retry ib_${t}_bw -d rxe0 -x 1 -n 200 -s 65536 \$SERVER"
+		"ib_${t}_bw -F -d rxe0 -x 1 -n 200 -s 65536" \
+		"ib_${t}_bw -F -d rxe0 -x 1 -n 200 -s 65536 \$SERVER"
 done
