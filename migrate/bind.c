@@ -15,6 +15,7 @@
 #include "bind.h"
 #include "chan.h"
 #include "complete.h"
+#include "failback.h"
 #include "mig_int.h"
 #include "module.h"
 #include "objects.h"
@@ -288,6 +289,7 @@ static bool bound_again(struct r2cc_mig_qp *mq, uint64_t peer,
 	r2cc_info("QP %#x: the peer's standby moved to rail %d: this side's "
 		  "follows",
 		  mq->qpn, m->qp_bind.rail);
+	r2cc_mig_fb_rearm_drop(mq);
 	mq->bind_sent = mq->bind_got = false;
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	return true;

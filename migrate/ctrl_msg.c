@@ -336,7 +336,8 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		return m->failback.qpn <= MASK24 &&
 		       m->failback.phase < R2CC_CTRL_FB_NPHASES &&
 		       !(m->failback.flags &
-			 ~(R2CC_CTRL_FB_RECOVERED | R2CC_CTRL_FB_URGENT)) &&
+			 ~(R2CC_CTRL_FB_RECOVERED | R2CC_CTRL_FB_URGENT |
+			   R2CC_CTRL_FB_NOARM)) &&
 		       m->failback.psn <= MASK24;
 	case R2CC_CTRL_KEEPALIVE:
 		return true;

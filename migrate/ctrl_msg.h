@@ -103,7 +103,8 @@ enum r2cc_ctrl_fb_phase {
 	/* The sender's primary is recycled and connected to ours: once both
 	 * are, each fences its backup (the move). */
 	R2CC_CTRL_FB_READY,
-	/* Moved back: the backup is re-armed; psn is its new first PSN. */
+	/* Moved back: the backup is re-armed; psn is its new first PSN
+	 * (R2CC_CTRL_FB_NOARM: it cannot be now). */
 	R2CC_CTRL_FB_REARM,
 	R2CC_CTRL_FB_ABORT, /* not now (the rail went down again, or busy) */
 	R2CC_CTRL_FB_NPHASES,
@@ -136,6 +137,10 @@ enum r2cc_ctrl_fb_phase {
 #define R2CC_CTRL_FB_RECOVERED (1U << 0)
 /* FAILBACK PROPOSE: the sender's backup failed; move back now. */
 #define R2CC_CTRL_FB_URGENT (1U << 1)
+/* FAILBACK REARM: the sender's standby is not re-armed (its rail is down
+ * there, or its verbs failed): the receiver's stands down too, and both
+ * re-arm once each sends a REARM without it. */
+#define R2CC_CTRL_FB_NOARM (1U << 2)
 
 struct r2cc_ctrl_addr {
 	uint8_t family; /* 4 or 6 */

@@ -69,6 +69,7 @@ static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.peer_recovered = false;
 	mq->fb.ready = mq->fb.peer_ready = false;
 	mq->fb.peer_psn = R2CC_PSN_NONE; /* a late READY of it is stale */
+	mq->fb.rearm = R2CC_REARM_NONE;
 	mq->fb.not_before_ns = now + ps.failback_hold_ms * 1000000ULL;
 }
 
@@ -163,6 +164,9 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	mq->fb.peer_recovered = false;
 	mq->fb.recycled = true;
+	/* The peer's REARM may come before our move's end */
+	mq->fb.rearm = R2CC_REARM_WAIT;
+	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
 	r2cc_info("QP %#x: rail %d %s: moving back from rail %d", mq->qpn,
 		  mq->rail, mq->fb.urgent ? "up, its backup failed" : "healthy",
 		  mq->backup_rail);
@@ -375,22 +379,93 @@ static void unarmed(struct r2cc_mig_qp *mq)
 	r2cc_warn("QP %#x: back on rail %d, its backup not re-armed: "
 		  "unprotected",
 		  mq->qpn, mq->rail);
+	mq->fb.rearm = R2CC_REARM_NONE;
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
 	r2cc_mig_stop_logging(mq);
+}
+
+/* The standby is not armed at one end: unprotected, still logged, until
+ * its rail is up at both (r2cc_mig_fb_rearm_retry() from the rebind
+ * sweep) or it gets a standby on another rail (rebind.c). */
+static void stale(struct r2cc_mig_qp *mq, const char *why)
+{
+	if (mq->fb.rearm != R2CC_REARM_STALE)
+		r2cc_warn("QP %#x: back on rail %d, its standby on rail %d not "
+			  "re-armed (%s): unprotected until it is",
+			  mq->qpn, mq->rail, mq->backup_rail, why);
+	mq->fb.rearm = R2CC_REARM_STALE;
+	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
+	mq->fb.rearm_not_before_ns = r2cc_mig_now_ns() + MIG_REARM_RETRY_NS;
+	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	atomic_store(&ps.rebind, true); /* the sweep tries again */
+}
+
+static bool standby_rail_up(const struct r2cc_mig_qp *mq)
+{
+	return r2cc_health_get(mq->backup_rail).state == R2CC_RAIL_UP;
+}
+
+/* Our REARM, NOARM when the standby's rail is not up here. */
+static int send_rearm(struct r2cc_mig_qp *mq)
+{
+	bool no = !standby_rail_up(mq);
+	int ret = send_fb(mq, R2CC_CTRL_FB_REARM, no ? R2CC_CTRL_FB_NOARM : 0,
+			  mq->bpsn);
+
+	if (!ret) {
+		mq->fb.rearm_sent = true;
+		mq->fb.said_noarm = no;
+	}
+	return ret;
 }
 
 /* Both REARMs known: the backup is connected again (mq lock held). */
 static void rearm(struct r2cc_mig_qp *mq)
 {
-	mq->fb.rearm_sent = mq->fb.rearm_got = false;
-	if (r2cc_mig_backup_rearm(mq, mq->fb.rearm_psn)) {
-		unarmed(mq);
+	bool peer_no = mq->fb.peer_noarm, said_no = mq->fb.said_noarm;
+
+	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
+	if (peer_no) {
+		stale(mq, "not at the peer");
 		return;
 	}
+	if (said_no || !standby_rail_up(mq) ||
+	    r2cc_mig_backup_rearm(mq, mq->fb.rearm_psn)) {
+		/* The peer arms towards ours on our REARM: it stands down */
+		if (!said_no)
+			send_fb(mq, R2CC_CTRL_FB_REARM, R2CC_CTRL_FB_NOARM,
+				mq->bpsn);
+		stale(mq, said_no ? "its rail is down here" :
+				    "it cannot be connected here");
+		return;
+	}
+	mq->fb.rearm = R2CC_REARM_NONE;
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
 	r2cc_mig_rebind_check(mq);
 	r2cc_info("QP %#x protected again: backup QP %#x on rail %d", mq->qpn,
 		  mq->bqp->qp_num, mq->backup_rail);
+}
+
+bool r2cc_mig_fb_rearm_retry(struct r2cc_mig_qp *mq, uint64_t now)
+{
+	if (mq->fb.rearm != R2CC_REARM_STALE || mq->fb.rearm_sent ||
+	    mq->life != R2CC_LIFE_RUN || mq->on_backup || !standby_rail_up(mq))
+		return false;
+	if (now < mq->fb.rearm_not_before_ns)
+		return true;
+	if (send_rearm(mq)) {
+		mq->fb.rearm_not_before_ns = now + MIG_REARM_RETRY_NS;
+		return true;
+	}
+	if (mq->fb.rearm_got)
+		rearm(mq);
+	return false;
+}
+
+void r2cc_mig_fb_rearm_drop(struct r2cc_mig_qp *mq)
+{
+	mq->fb.rearm = R2CC_REARM_NONE;
+	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
 }
 
 /* Moved back (mq lock held): re-arm the backup with the peer. */
@@ -401,6 +476,7 @@ void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 		/* Lazy: no backup armed; the next failover takes this one
 		 * out of RESET (destroyed only with the QP: on rxe a destroy
 		 * can wait seconds for the kernel's references) */
+		mq->fb.rearm = R2CC_REARM_NONE;
 		if (r2cc_mig_backup_park(mq))
 			r2cc_mig_backup_drop(mq);
 		r2cc_mig_set_state(mq, R2CC_PROT_READY);
@@ -410,13 +486,35 @@ void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 		return;
 	}
 	mq->bpsn = r2cc_psn_random();
+	mq->fb.rearm = R2CC_REARM_WAIT;
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
-	if (send_fb(mq, R2CC_CTRL_FB_REARM, 0, mq->bpsn)) {
+	if (send_rearm(mq)) {
 		unarmed(mq);
 		return;
 	}
-	mq->fb.rearm_sent = true;
 	if (mq->fb.rearm_got)
+		rearm(mq);
+}
+
+/* The peer's REARM (mq lock held). */
+static void got_rearm(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
+{
+	bool no = m->failback.flags & R2CC_CTRL_FB_NOARM;
+
+	if (mq->fb.rearm == R2CC_REARM_NONE) {
+		/* Re-armed both ends, and the peer's standby went down
+		 * after all: ours stands down with it */
+		if (no && mq->life == R2CC_LIFE_RUN && !mq->on_backup &&
+		    r2cc_mig_state(mq) == R2CC_PROT_READY)
+			stale(mq, "not at the peer");
+		else
+			r2cc_dbg("QP %#x: a stale REARM: dropped", mq->qpn);
+		return;
+	}
+	mq->fb.rearm_got = true;
+	mq->fb.peer_noarm = no;
+	mq->fb.rearm_psn = m->failback.psn;
+	if (mq->fb.rearm_sent)
 		rearm(mq);
 }
 
@@ -468,10 +566,7 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			go(mq);
 		break;
 	case R2CC_CTRL_FB_REARM:
-		mq->fb.rearm_got = true;
-		mq->fb.rearm_psn = m->failback.psn;
-		if (mq->fb.rearm_sent)
-			rearm(mq);
+		got_rearm(mq, m);
 		break;
 	case R2CC_CTRL_FB_ABORT:
 		/* Of the peer's round, or of ours it refuses; not a stale one */

@@ -16,8 +16,15 @@ bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
 void r2cc_mig_fb_tick(void);
 /* The peer's FAILBACK message (ps.lock held, no QP's). */
 void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);
-/* The move back is done: the standby re-armed with the peer. */
+/* The move back is done: the standby re-armed with the peer (or, its
+ * rail down at either end, unprotected until it is up at both). */
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq);
+/* A standby a move back left unarmed, its rail up here (ps.lock held):
+ * our REARM goes out; with the peer's, the round completes. True: look
+ * again on the next tick (too soon after the last try). */
+bool r2cc_mig_fb_rearm_retry(struct r2cc_mig_qp *mq, uint64_t now);
+/* A new standby is bound instead (rebind.c, bind.c): no re-arm pending. */
+void r2cc_mig_fb_rearm_drop(struct r2cc_mig_qp *mq);
 /* @mq's primary rail went down: a proposal of it is withdrawn. */
 void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq);
 

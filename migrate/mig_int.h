@@ -21,6 +21,8 @@
  * MIG_FB_WINDOW_MS; past that it stays on its backup until the window
  * slides (bounded migrations, no storm). */
 #define MIG_FB_MOVES 3
+/* A moved-back QP's standby not re-armed: tried again at most this often */
+#define MIG_REARM_RETRY_NS 1000000000ULL
 #define MIG_FB_WINDOW_MS 60000
 /* R2CC_KEEPALIVE: a quiet path's QPs fail over after this many of its
  * probes in a row went unanswered (each waits MIG_PROBE_WAIT_MS, one SYN
@@ -52,6 +54,13 @@ struct r2cc_mig_cq {
 	struct ibv_qp *bell_qp;
 	_Atomic uint32_t bell_qpn; /* 0: none */
 	bool bell_failed; /* could not be made: not tried again */
+};
+
+/* A moved-back QP's standby (failback.c). */
+enum r2cc_mig_rearm {
+	R2CC_REARM_NONE, /* not being re-armed: a REARM is stale */
+	R2CC_REARM_WAIT, /* moving back, or moved: REARMs being exchanged */
+	R2CC_REARM_STALE, /* not armed at one end: unprotected, retried */
 };
 
 enum r2cc_srq_where {
@@ -181,8 +190,13 @@ struct r2cc_mig_qp {
 		bool urgent; /* the backup failed: no hold, no evidence */
 		uint64_t urgent_ns; /* when that was seen */
 		uint32_t psn, peer_psn; /* the recycled primaries' sq_psn */
+		/* The standby's re-arm after a move back (failback.c) */
+		enum r2cc_mig_rearm rearm;
 		bool rearm_sent, rearm_got;
+		bool said_noarm; /* our last REARM had R2CC_CTRL_FB_NOARM */
+		bool peer_noarm; /* the peer's REARM (rearm_got) had it */
 		uint32_t rearm_psn; /* the peer's re-armed backup's sq_psn */
+		uint64_t rearm_not_before_ns; /* STALE: no REARM before */
 		uint64_t not_before_ns; /* no proposal before (after ABORT) */
 		/* Completions of READY QPs on the same path, when first
 		 * looked at after the failover; flow_only: they went on

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bind.h"
+#include "failback.h"
 #include "fence.h"
 #include "mig_int.h"
 #include "mig_test.h"
@@ -44,7 +45,10 @@ void r2cc_mig_test_lazy(struct r2cc_mig_qp *mq, struct ibv_context *bctx,
 void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
 	pthread_mutex_lock(&ps.lock);
-	r2cc_mig_got_failover(peer, m);
+	if (m->hdr.type == R2CC_CTRL_FAILBACK)
+		r2cc_mig_got_failback(peer, m);
+	else
+		r2cc_mig_got_failover(peer, m);
 	pthread_mutex_unlock(&ps.lock);
 }
 

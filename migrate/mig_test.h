@@ -24,7 +24,7 @@ void r2cc_mig_test_lazy(struct r2cc_mig_qp *mq, struct ibv_context *bctx,
 			struct ibv_pd *bpd);
 /* A QP_BIND from @peer, under the module lock. */
 void r2cc_mig_test_peer_binds(uint64_t peer, const struct r2cc_ctrl_msg *m);
-/* A FAILOVER or FAILOVER_ACK from @peer, under the module lock. */
+/* A FAILOVER, FAILOVER_ACK or FAILBACK from @peer, under the module lock. */
 void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m);
 /* @peer's MR @rkey is @backup_rkey on @rail (its MR_KEYS). */
 void r2cc_mig_test_peer_mr(uint64_t peer, int rail, uint32_t rkey,

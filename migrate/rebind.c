@@ -11,10 +11,12 @@
 
 #include "bind.h"
 #include "event.h"
+#include "failback.h"
 #include "mig_int.h"
 #include "module.h"
 #include "rebind.h"
 #include "standby.h"
+#include "tick.h"
 
 #define REBIND_BATCH 64 /* QPs per tick; the rest on the next */
 
@@ -39,6 +41,7 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 		r2cc_mig_unprotected(mq, "no new standby QP");
 		return;
 	}
+	r2cc_mig_fb_rearm_drop(mq);
 	mq->bind_sent = mq->bind_got = false;
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	ret = r2cc_mig_send_bind(mq, true);
@@ -54,11 +57,13 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 }
 
 /* Waiting for a standby rail (lost_standby() found none up), and its
- * old one is up again: that standby, still connected, stands by again. */
+ * old one is up again: that standby, still connected, stands by again.
+ * (Not one a move back left unarmed: failback.c re-arms that.) */
 static bool standby_back(const struct r2cc_mig_qp *mq)
 {
 	return mq->life == R2CC_LIFE_RUN && !mq->on_backup && mq->peer &&
 	       mq->backup_rail >= 0 && !mq->srq &&
+	       mq->fb.rearm == R2CC_REARM_NONE &&
 	       r2cc_mig_state(mq) == R2CC_PROT_NONE &&
 	       r2cc_health_get(mq->backup_rail).state == R2CC_RAIL_UP;
 }
@@ -78,13 +83,17 @@ void r2cc_mig_rebind_sweep(void)
 {
 	struct r2cc_mig_qp *lost[REBIND_BATCH], *mq;
 	int n = 0, i, ret;
+	uint64_t now;
 
 	if (!atomic_exchange(&ps.rebind, false))
 		return;
 	pthread_mutex_lock(&ps.lock);
+	now = r2cc_mig_now_ns();
 	for (mq = ps.qps; mq; mq = mq->next) {
 		pthread_mutex_lock(&mq->lock);
-		if (standby_back(mq)) {
+		if (r2cc_mig_fb_rearm_retry(mq, now)) {
+			atomic_store(&ps.rebind, true); /* the next tick */
+		} else if (standby_back(mq)) {
 			r2cc_mig_set_state(mq, R2CC_PROT_READY);
 			r2cc_info("QP %#x: its standby's rail %d is up again: "
 				  "protected",

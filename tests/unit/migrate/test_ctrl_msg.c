@@ -432,7 +432,7 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "fb qpn", R2CC_CTRL_FAILBACK, B(0), 4, UINT32_MAX, -EBADMSG },
 		{ "fb phase", R2CC_CTRL_FAILBACK, B(4), 1, R2CC_CTRL_FB_NPHASES,
 		  -EBADMSG },
-		{ "fb flags", R2CC_CTRL_FAILBACK, B(5), 1, 4, -EBADMSG },
+		{ "fb flags", R2CC_CTRL_FAILBACK, B(5), 1, 8, -EBADMSG },
 		{ "fb rsv", R2CC_CTRL_FAILBACK, B(7), 1, 1, -EBADMSG },
 		{ "fb psn", R2CC_CTRL_FAILBACK, B(8), 4, 1U << 24, -EBADMSG },
 		{ "down rail", R2CC_CTRL_PEER_DOWN, B(0), 1, 16, -EBADMSG },

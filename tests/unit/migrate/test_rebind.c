@@ -4,12 +4,15 @@
  * own (rebind.c, bind.c): a new standby on the rail placement gives, bound
  * again (QP_BIND with R2CC_CTRL_BIND_AGAIN) and connected to the peer's
  * answer; the peer's side of that bind; and no rail up for one: the QP
- * runs unprotected until one comes up. The peer is played through the
+ * runs unprotected until one comes up. A move back whose standby's rail
+ * is down: both ends unprotected until it is up, then re-armed (REARM,
+ * R2CC_CTRL_FB_NOARM; failback.c). The peer is played through the
  * captured sends (fo_fixture.c wraps r2cc_chan_send).
  */
 #include <criterion/criterion.h>
 #include <infiniband/verbs.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fo_fixture.h"
 #include "protect.h"
@@ -200,4 +203,117 @@ Test(rebind, a_move_onto_a_rail_that_dies_is_abandoned, .init = rebind_setup,
 	rail_down(1);
 	cr_assert_eq(back.state, IBV_QPS_ERR, "the standby too: no move");
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
+}
+
+/* The last FAILBACK captured, or NULL. */
+static const struct r2cc_ctrl_msg *last_fb(void)
+{
+	int i;
+
+	for (i = fo_nsent - 1; i >= 0 && i >= fo_nsent - FO_SENT; i--)
+		if (fo_sent[i % FO_SENT].hdr.type == R2CC_CTRL_FAILBACK)
+			return &fo_sent[i % FO_SENT];
+	return NULL;
+}
+
+/* The peer's REARM for our QP: its standby's first PSN @psn. */
+static void peer_rearms(uint32_t psn, uint8_t flags)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILBACK;
+	m.failback.qpn = PEER_QPN;
+	m.failback.phase = R2CC_CTRL_FB_REARM;
+	m.failback.flags = flags;
+	m.failback.psn = psn;
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+/*
+ * Moved to the standby on rail 1 and back to rail 0 while rail 1 is down
+ * here: our REARM says NOARM, so both ends stand down (unprotected, not
+ * one end armed towards a standby the other does not have).
+ */
+static void moved_back_with_standby_rail_down(void)
+{
+	const struct r2cc_ctrl_msg *r;
+	uint32_t psn;
+	int n;
+
+	post_op(1, IBV_WR_SEND);
+	rail_down(0);
+	peer_moves(PEER_QPN, 0x500, 0, false);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
+	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	r2cc_health_report(1, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
+	r2cc_mig_test_move_back(mq, 0x900);
+	psn = (back.sq_psn + 1) & 0xffffff; /* the peer executed WR 1 */
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
+	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
+		      0);
+	r = last_fb();
+	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_REARM, "REARM sent");
+	cr_assert(r->failback.flags & R2CC_CTRL_FB_NOARM,
+		  "saying it cannot be re-armed here");
+	n = fo_nsent;
+	peer_rearms(0x700, 0); /* the peer's standby, ready there */
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE,
+		     "unprotected: no standby to move to");
+	cr_assert_eq(fo_nsent, n, "the peer knows already");
+	cr_assert_neq(back.state, IBV_QPS_RTS, "ours is not connected");
+}
+
+Test(rebind, a_standby_a_move_back_could_not_rearm_is_rearmed_when_up,
+     .init = rebind_setup, .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *r;
+	int n;
+
+	moved_back_with_standby_rail_down();
+	/* its rail comes back: after the retry gap, a REARM without NOARM */
+	r2cc_health_report(1, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	r2cc_mig_rail_up(1);
+	n = fo_nsent;
+	r2cc_mig_tick();
+	cr_assert_eq(fo_nsent, n, "not again within the retry gap");
+	usleep(1100000); /* MIG_REARM_RETRY_NS, and some */
+	r2cc_mig_tick();
+	r = last_fb();
+	cr_assert_eq(fo_nsent, n + 1);
+	cr_assert(r->failback.phase == R2CC_CTRL_FB_REARM &&
+		  !(r->failback.flags & R2CC_CTRL_FB_NOARM));
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE,
+		     "not before the peer's");
+	peer_rearms(0x701, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	cr_assert_eq(back.state, IBV_QPS_RTS, "re-armed with the peer's");
+	cr_assert_eq(back.sq_psn, r->failback.psn, "from the PSN it said");
+	/* a REARM nobody expects changes nothing */
+	peer_rearms(0x702, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	/* the peer's standby lost after all: ours stands down with it */
+	peer_rearms(0x703, R2CC_CTRL_FB_NOARM);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE);
+}
+
+Test(rebind, a_standby_a_move_back_could_not_rearm_moves_to_a_rail_up,
+     .init = rebind_setup, .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *b;
+
+	moved_back_with_standby_rail_down();
+	/* rail 1's event reaches the sweep: placement gives rail 2 */
+	r2cc_mig_rail_down(1, R2CC_CAUSE_CARRIER);
+	r2cc_mig_tick();
+	b = last_bind();
+	cr_assert(b && b->qp_bind.rail == 2 &&
+		  b->qp_bind.flags & R2CC_CTRL_BIND_AGAIN);
+	peer_binds(2, 0x79, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	/* a REARM of the old round is stale now */
+	peer_rearms(0x704, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
 }
