@@ -34,15 +34,20 @@ static void rebind_setup(void)
 	rails();
 }
 
-/* The last QP_BIND captured, or NULL. */
-static const struct r2cc_ctrl_msg *last_bind(void)
+/* The last message of @type captured, or NULL. */
+static const struct r2cc_ctrl_msg *last_of(uint8_t type)
 {
 	int i;
 
 	for (i = fo_nsent - 1; i >= 0 && i >= fo_nsent - FO_SENT; i--)
-		if (fo_sent[i % FO_SENT].hdr.type == R2CC_CTRL_QP_BIND)
+		if (fo_sent[i % FO_SENT].hdr.type == type)
 			return &fo_sent[i % FO_SENT];
 	return NULL;
+}
+
+static const struct r2cc_ctrl_msg *last_bind(void)
+{
+	return last_of(R2CC_CTRL_QP_BIND);
 }
 
 /* The peer's QP_BIND for our QP: its standby @bqpn on @rail. */
@@ -205,17 +210,6 @@ Test(rebind, a_move_onto_a_rail_that_dies_is_abandoned, .init = rebind_setup,
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
 }
 
-/* The last FAILBACK captured, or NULL. */
-static const struct r2cc_ctrl_msg *last_fb(void)
-{
-	int i;
-
-	for (i = fo_nsent - 1; i >= 0 && i >= fo_nsent - FO_SENT; i--)
-		if (fo_sent[i % FO_SENT].hdr.type == R2CC_CTRL_FAILBACK)
-			return &fo_sent[i % FO_SENT];
-	return NULL;
-}
-
 /* The peer's REARM for our QP: its standby's first PSN @psn. */
 static void peer_rearms(uint32_t psn, uint8_t flags)
 {
@@ -254,7 +248,7 @@ static void moved_back_with_standby_rail_down(void)
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
 	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
 		      0);
-	r = last_fb();
+	r = last_of(R2CC_CTRL_FAILBACK);
 	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_REARM, "REARM sent");
 	cr_assert(r->failback.flags & R2CC_CTRL_FB_NOARM,
 		  "saying it cannot be re-armed here");
@@ -281,7 +275,7 @@ Test(rebind, a_standby_a_move_back_could_not_rearm_is_rearmed_when_up,
 	cr_assert_eq(fo_nsent, n, "not again within the retry gap");
 	usleep(1100000); /* MIG_REARM_RETRY_NS, and some */
 	r2cc_mig_tick();
-	r = last_fb();
+	r = last_of(R2CC_CTRL_FAILBACK);
 	cr_assert_eq(fo_nsent, n + 1);
 	cr_assert(r->failback.phase == R2CC_CTRL_FB_REARM &&
 		  !(r->failback.flags & R2CC_CTRL_FB_NOARM));
