@@ -53,6 +53,13 @@ static bool budget_left(const struct r2cc_mig_qp *mq, uint64_t now)
 	return n < MIG_FB_MOVES;
 }
 
+/* The re-arm sub-state to @st, no REARM of either end pending. */
+static void rearm_set(struct r2cc_mig_qp *mq, enum r2cc_mig_rearm st)
+{
+	mq->fb.rearm = st;
+	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
+}
+
 /* Not now: proposals dropped, the next one after another hold. A primary
  * recycled for this round goes back to ERR: completion events of the
  * backup ring the program's CQ through it (wake.c). */
@@ -165,8 +172,7 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.peer_recovered = false;
 	mq->fb.recycled = true;
 	/* The peer's REARM may come before our move's end */
-	mq->fb.rearm = R2CC_REARM_WAIT;
-	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
+	rearm_set(mq, R2CC_REARM_WAIT);
 	r2cc_info("QP %#x: rail %d %s: moving back from rail %d", mq->qpn,
 		  mq->rail, mq->fb.urgent ? "up, its backup failed" : "healthy",
 		  mq->backup_rail);
@@ -393,8 +399,7 @@ static void stale(struct r2cc_mig_qp *mq, const char *why)
 		r2cc_warn("QP %#x: back on rail %d, its standby on rail %d not "
 			  "re-armed (%s): unprotected until it is",
 			  mq->qpn, mq->rail, mq->backup_rail, why);
-	mq->fb.rearm = R2CC_REARM_STALE;
-	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
+	rearm_set(mq, R2CC_REARM_STALE);
 	mq->fb.rearm_not_before_ns = r2cc_mig_now_ns() + MIG_REARM_RETRY_NS;
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
 	atomic_store(&ps.rebind, true); /* the sweep tries again */
@@ -464,8 +469,7 @@ bool r2cc_mig_fb_rearm_retry(struct r2cc_mig_qp *mq, uint64_t now)
 
 void r2cc_mig_fb_rearm_drop(struct r2cc_mig_qp *mq)
 {
-	mq->fb.rearm = R2CC_REARM_NONE;
-	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
+	rearm_set(mq, R2CC_REARM_NONE);
 }
 
 /* Moved back (mq lock held): re-arm the backup with the peer. */

@@ -21,9 +21,9 @@
  * MIG_FB_WINDOW_MS; past that it stays on its backup until the window
  * slides (bounded migrations, no storm). */
 #define MIG_FB_MOVES 3
+#define MIG_FB_WINDOW_MS 60000
 /* A moved-back QP's standby not re-armed: tried again at most this often */
 #define MIG_REARM_RETRY_NS 1000000000ULL
-#define MIG_FB_WINDOW_MS 60000
 /* R2CC_KEEPALIVE: a quiet path's QPs fail over after this many of its
  * probes in a row went unanswered (each waits MIG_PROBE_WAIT_MS, one SYN
  * retransmission: a 30% lossy path loses one about half the time, three
