@@ -458,13 +458,6 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	return got;
 }
 
-/*
- * The list is read without mc->lock (a failover attaches under the QP's
- * lock, so the lock order QP -> CQ forbids holding mc->lock here while
- * taking a QP's). An entry may be stale or torn while a QP is detached:
- * backup_poll1() checks it under the QP's lock, and a released QP's
- * memory is never freed (r2cc_mig_release()).
- */
 int r2cc_mig_poll_stash(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 {
 	return r2cc_wcstash_empty(mc->stash) ?
@@ -477,20 +470,37 @@ uint64_t r2cc_mig_pushed(struct r2cc_mig_cq *mc)
 	return r2cc_wcstash_pushed(mc->stash);
 }
 
+/*
+ * The list is read without mc->lock (a failover attaches under the QP's
+ * lock, so the lock order QP -> CQ forbids holding mc->lock here while
+ * taking a QP's). An entry may be stale or torn while a QP is detached:
+ * backup_poll1() checks it under the QP's lock, a released QP's
+ * memory is never freed (r2cc_mig_release()), nor an outgrown list before
+ * its CQ (wake.c).
+ */
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 {
-	int got = 0, i, nq;
+	const struct r2cc_mig_cqlist *l;
+	unsigned int i, k, nq;
+	int got = 0, r;
 
 	if (!r2cc_wcstash_empty(mc->stash))
 		got = r2cc_wcstash_pop(mc->stash, wc, n);
-	nq = __atomic_load_n(&mc->nqps, __ATOMIC_ACQUIRE);
-	for (i = 0; i < nq && got < n; i++) {
+	nq = (unsigned int)__atomic_load_n(&mc->nqps, __ATOMIC_ACQUIRE);
+	if (!nq)
+		return got;
+	/* Published before nqps could count past an older list's end. */
+	l = __atomic_load_n(&mc->list, __ATOMIC_ACQUIRE);
+	if (nq > (unsigned int)l->cap)
+		nq = (unsigned int)l->cap;
+	/* Round the QPs from where the last poll stopped: one with much
+	 * to deliver does not starve the others. */
+	i = atomic_load_explicit(&mc->poll_from, memory_order_relaxed) % nq;
+	for (k = 0; k < nq && got < n && r2cc_wcstash_empty(mc->stash); k++) {
 		struct r2cc_mig_qp *mq =
-			__atomic_load_n(&mc->qps[i], __ATOMIC_ACQUIRE);
+			__atomic_load_n(&l->e[i].qp, __ATOMIC_ACQUIRE);
 		struct ibv_cq *bcq =
-			__atomic_load_n(&mc->bcq[i], __ATOMIC_ACQUIRE);
-
-		int r;
+			__atomic_load_n(&l->e[i].bcq, __ATOMIC_ACQUIRE);
 
 		/* One at a time: a completion may let DONE entries after it
 		 * complete (stashed), which must come before later ones. */
@@ -498,7 +508,10 @@ int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 		       (r = backup_poll1(mq, bcq, &wc[got])))
 			if (r > 0)
 				got++;
+		if (++i == nq)
+			i = 0;
 	}
+	atomic_store_explicit(&mc->poll_from, i, memory_order_relaxed);
 	return got;
 }
 

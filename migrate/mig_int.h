@@ -13,7 +13,6 @@
 #include "migrate.h"
 #include "protect.h"
 
-#define R2CC_MIG_CQ_QPS 64
 /* How long a fenced QP waits for its peer's FAILOVER before it gives up
  * and shows the program the native errors (DESIGN §6: bounded). */
 #define MIG_FENCE_BOUND_MS 5000
@@ -38,16 +37,33 @@
 #define MAX_EARLY 256
 #define MAX_NODES 256 /* peer nodes whose r2cc is remembered */
 
+/* A standby's CQ listed on a program CQ, and its QP. */
+struct r2cc_mig_cqent {
+	struct r2cc_mig_qp *qp;
+	struct ibv_cq *bcq;
+};
+
+/* A program CQ's list of them (wake.c): room for every QP that may move
+ * onto a standby, reserved when the QP is protected. An outgrown list
+ * stays allocated until the CQ is freed: a poller may still be reading
+ * it (geometric growth, so all of them take at most twice the last). */
+struct r2cc_mig_cqlist {
+	struct r2cc_mig_cqlist *old;
+	int cap;
+	struct r2cc_mig_cqent e[];
+};
+
 /* A program CQ that protected QPs complete on. */
 struct r2cc_mig_cq {
 	struct r2cc_wcstash *stash; /* owned: synthesised completions */
 	/* The program armed it and no ring was sent since (see ring()). */
 	_Atomic int armed;
 	pthread_mutex_t lock; /* the lists below */
-	/* Migrated QPs, and the backup CQ of each that feeds this CQ */
-	struct r2cc_mig_qp *qps[R2CC_MIG_CQ_QPS];
-	struct ibv_cq *bcq[R2CC_MIG_CQ_QPS];
-	int nqps;
+	/* Migrated QPs, and the backup CQ of each that feeds this CQ: the
+	 * first nqps of list; list->cap >= nresv, the entries reserved. */
+	struct r2cc_mig_cqlist *list;
+	int nqps, nresv;
+	_Atomic unsigned int poll_from; /* where the next poll starts */
 	/* Its doorbell (bell.c), under lock; the program's CQ (borrowed) */
 	struct ibv_cq *cq;
 	struct ibv_pd *bell_pd;

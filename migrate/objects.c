@@ -47,6 +47,7 @@ void r2cc_mig_cq_free(struct r2cc_mig_cq *mc)
 	if (!mc)
 		return;
 	r2cc_mig_bell_free(mc);
+	r2cc_mig_cq_list_free(mc);
 	r2cc_wcstash_free(mc->stash);
 	pthread_mutex_destroy(&mc->lock);
 	free(mc);
@@ -80,11 +81,12 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 	mq->slog = r2cc_sendlog_new(2 * cap->max_send_wr + 1,
 				    cap->max_send_sge ? cap->max_send_sge : 1,
 				    cap->max_inline_data, sig_all);
-	if (!mq->rlog || !mq->slog) {
+	/* Its logs, and room to list its standby on its program CQs. */
+	if (!mq->rlog || !mq->slog || r2cc_mig_cq_reserve(scq, rcq)) {
 		r2cc_recvlog_free(mq->rlog);
 		r2cc_sendlog_free(mq->slog);
 		free(mq);
-		r2cc_warn("QP %#x: no memory for its logs: unprotected",
+		r2cc_warn("QP %#x: no memory to log it: unprotected",
 			  qp->qp_num);
 		return NULL;
 	}
@@ -123,8 +125,10 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	if (*pp)
 		*pp = mq->next;
 	pthread_mutex_unlock(&ps.lock);
-	r2cc_mig_cq_detach(mq);
 	pthread_mutex_lock(&mq->lock);
+	/* Under its lock: a replay cannot list it again meanwhile. */
+	r2cc_mig_cq_detach(mq);
+	r2cc_mig_cq_unreserve(mq->scq, mq->rcq);
 	r2cc_mig_srq_left(mq);
 	r2cc_mig_step(mq, R2CC_MEV_RELEASE);
 	r2cc_mig_backup_destroy(mq);

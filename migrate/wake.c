@@ -5,6 +5,7 @@
  * the standbys' CQs listed on the program's, and armed with it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -77,8 +78,11 @@ void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc)
 	/* Under the list's lock: a QP being destroyed detaches its backup
 	 * CQs (under it) before it destroys them. */
 	pthread_mutex_lock(&mc->lock);
-	for (i = 0; i < mc->nqps; i++)
-		mc->bcq[i]->context->ops.req_notify_cq(mc->bcq[i], 0);
+	for (i = 0; i < mc->nqps; i++) {
+		struct ibv_cq *bcq = mc->list->e[i].bcq;
+
+		bcq->context->ops.req_notify_cq(bcq, 0);
+	}
 	pthread_mutex_unlock(&mc->lock);
 }
 
@@ -104,22 +108,106 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 	}
 }
 
+/* How many entries a QP on @scq and @rcq may take on @mc: its two
+ * standby CQs may both feed one program CQ. */
+static int entries(const struct r2cc_mig_cq *mc, const struct r2cc_mig_cq *scq,
+		   const struct r2cc_mig_cq *rcq)
+{
+	return (mc == scq) + (mc == rcq);
+}
+
+static int reserve(struct r2cc_mig_cq *mc, int n)
+{
+	struct r2cc_mig_cqlist *l = mc->list, *nl;
+	int cap;
+
+	if (l && mc->nresv + n <= l->cap) {
+		mc->nresv += n;
+		return 0;
+	}
+	for (cap = l ? l->cap : 16; cap < mc->nresv + n; cap *= 2)
+		if (cap > INT_MAX / 4)
+			return -ENOMEM;
+	nl = calloc(1, sizeof(*nl) + (size_t)cap * sizeof(nl->e[0]));
+	if (!nl)
+		return -ENOMEM;
+	nl->cap = cap;
+	nl->old = l;
+	if (l)
+		memcpy(nl->e, l->e, (size_t)mc->nqps * sizeof(nl->e[0]));
+	/* Before nqps can count past the old list's end. */
+	__atomic_store_n(&mc->list, nl, __ATOMIC_RELEASE);
+	mc->nresv += n;
+	return 0;
+}
+
+int r2cc_mig_cq_reserve(struct r2cc_mig_cq *scq, struct r2cc_mig_cq *rcq)
+{
+	int ret;
+
+	pthread_mutex_lock(&scq->lock);
+	ret = reserve(scq, entries(scq, scq, rcq));
+	pthread_mutex_unlock(&scq->lock);
+	if (ret || rcq == scq)
+		return ret;
+	pthread_mutex_lock(&rcq->lock);
+	ret = reserve(rcq, 1);
+	pthread_mutex_unlock(&rcq->lock);
+	if (ret) {
+		pthread_mutex_lock(&scq->lock);
+		scq->nresv--;
+		pthread_mutex_unlock(&scq->lock);
+	}
+	return ret;
+}
+
+void r2cc_mig_cq_unreserve(struct r2cc_mig_cq *scq, struct r2cc_mig_cq *rcq)
+{
+	struct r2cc_mig_cq *cqs[2] = { scq, rcq };
+	int c;
+
+	for (c = 0; c < 2; c++) {
+		if (c && rcq == scq)
+			break;
+		pthread_mutex_lock(&cqs[c]->lock);
+		cqs[c]->nresv -= entries(cqs[c], scq, rcq);
+		pthread_mutex_unlock(&cqs[c]->lock);
+	}
+}
+
+void r2cc_mig_cq_list_free(struct r2cc_mig_cq *mc)
+{
+	struct r2cc_mig_cqlist *l = mc->list, *old;
+
+	for (; l; l = old) {
+		old = l->old;
+		free(l);
+	}
+	mc->list = NULL;
+}
+
 static void cq_attach(struct r2cc_mig_cq *mc, struct r2cc_mig_qp *mq,
 		      struct ibv_cq *bcq)
 {
+	struct r2cc_mig_cqent *e;
+
 	pthread_mutex_lock(&mc->lock);
-	if (mc->nqps < R2CC_MIG_CQ_QPS) {
-		__atomic_store_n(&mc->qps[mc->nqps], mq, __ATOMIC_RELEASE);
-		__atomic_store_n(&mc->bcq[mc->nqps], bcq, __ATOMIC_RELEASE);
+	if (mc->list && mc->nqps < mc->list->cap) {
+		e = &mc->list->e[mc->nqps];
+		__atomic_store_n(&e->qp, mq, __ATOMIC_RELEASE);
+		__atomic_store_n(&e->bcq, bcq, __ATOMIC_RELEASE);
 		__atomic_store_n(&mc->nqps, mc->nqps + 1, __ATOMIC_RELEASE);
 	} else {
-		r2cc_err("QP %#x: too many migrated QPs on one CQ", mq->qpn);
+		/* A QP joins only after its reserve() succeeded. */
+		r2cc_err("QP %#x: no room on its CQ's list: a bug", mq->qpn);
 	}
 	pthread_mutex_unlock(&mc->lock);
 }
 
 void r2cc_mig_cq_join(struct r2cc_mig_qp *mq)
 {
+	/* Listed once: a QP moving on from one standby to another. */
+	r2cc_mig_cq_detach(mq);
 	cq_attach(mq->scq, mq, mq->bscq);
 	if (mq->rcq != mq->scq || mq->brcq != mq->bscq)
 		cq_attach(mq->rcq, mq, mq->brcq);
@@ -132,22 +220,25 @@ void r2cc_mig_cq_detach(struct r2cc_mig_qp *mq)
 	int c, i;
 
 	for (c = 0; c < 2; c++) {
-		if (!cqs[c])
-			continue;
-		pthread_mutex_lock(&cqs[c]->lock);
-		for (i = 0; i < cqs[c]->nqps; i++) {
-			int last = cqs[c]->nqps - 1;
+		struct r2cc_mig_cq *mc = cqs[c];
 
-			if (cqs[c]->qps[i] != mq)
+		if (!mc || (c && mc == cqs[0]))
+			continue;
+		pthread_mutex_lock(&mc->lock);
+		for (i = 0; i < mc->nqps; i++) {
+			struct r2cc_mig_cqent *e = mc->list->e,
+					      *last = &e[mc->nqps - 1];
+
+			if (e[i].qp != mq)
 				continue;
-			__atomic_store_n(&cqs[c]->qps[i], cqs[c]->qps[last],
+			__atomic_store_n(&e[i].qp, last->qp, __ATOMIC_RELEASE);
+			__atomic_store_n(&e[i].bcq, last->bcq,
 					 __ATOMIC_RELEASE);
-			__atomic_store_n(&cqs[c]->bcq[i], cqs[c]->bcq[last],
+			__atomic_store_n(&mc->nqps, mc->nqps - 1,
 					 __ATOMIC_RELEASE);
-			__atomic_store_n(&cqs[c]->nqps, last, __ATOMIC_RELEASE);
 			i--;
 		}
-		pthread_mutex_unlock(&cqs[c]->lock);
+		pthread_mutex_unlock(&mc->lock);
 	}
 }
 

@@ -14,6 +14,13 @@
 void r2cc_mig_ring(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc);
 /* Both of @mq's program CQs rung (mq lock held; after the last push). */
 void r2cc_mig_wake(struct r2cc_mig_qp *mq);
+/* Room on the lists of @scq and @rcq (a new QP's program CQs) for the
+ * standby CQs of one QP (-ENOMEM: none, the QP cannot be protected); given
+ * back when the QP is released. */
+int r2cc_mig_cq_reserve(struct r2cc_mig_cq *scq, struct r2cc_mig_cq *rcq);
+void r2cc_mig_cq_unreserve(struct r2cc_mig_cq *scq, struct r2cc_mig_cq *rcq);
+/* @mc's lists, the outgrown ones too (the CQ is being freed). */
+void r2cc_mig_cq_list_free(struct r2cc_mig_cq *mc);
 /* @mq's standby CQs join its program CQs' lists (polled and armed with
  * them), and are armed now (mq lock held). */
 void r2cc_mig_cq_join(struct r2cc_mig_qp *mq);

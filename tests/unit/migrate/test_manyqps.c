@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_manyqps.c - many protected QPs on one program CQ (wake.c's list of
+ * the standbys' CQs, complete.c's poll of them): past any fixed number,
+ * every moved QP's completions reach the program, the standbys are armed
+ * with the program's CQ, and a QP with much to deliver does not starve the
+ * others. The peer is played as in test_failover.c (fo_fixture.c).
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fo_fixture.h"
+
+#define NQ 200 /* more than a CQ's list ever held before it grew */
+
+struct one {
+	struct fake_qp prim, back;
+	struct fake_cq bcq;
+	struct r2cc_mig_qp *mq;
+};
+
+static struct one *qs;
+static int narmed;
+
+static int count_arm(struct ibv_cq *cq, int solicited)
+{
+	(void)cq;
+	(void)solicited;
+	narmed++;
+	return 0;
+}
+
+static void many_setup(void)
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 8,
+				  .max_recv_wr = 8,
+				  .max_send_sge = 1,
+				  .max_recv_sge = 1 };
+	struct ibv_qp_attr a;
+	int i;
+
+	setup();
+	qs = calloc(NQ, sizeof(*qs));
+	cr_assert(qs);
+	for (i = 0; i < NQ; i++) {
+		struct one *o = &qs[i];
+
+		o->prim.qp.context = o->back.qp.context = &ctx;
+		o->bcq.cq.context = &ctx;
+		o->prim.qp.qp_num = 0x1000 + i;
+		o->back.qp.qp_num = 0x2000 + i;
+		o->mq = r2cc_mig_qp_new(&o->prim.qp, &cap, false, mc, mc, NULL,
+					NULL);
+		cr_assert(o->mq, "QP %d protected", i);
+		r2cc_mig_test_bound(o->mq, &o->back.qp, &o->bcq.cq, PEER,
+				    PEER_QPN + 1 + i, 0x100);
+		memset(&a, 0, sizeof(a));
+		a.path_mtu = IBV_MTU_1024;
+		a.sq_psn = 0x500;
+		cr_assert_eq(r2cc_mig_rts(o->mq, &a), 0);
+	}
+}
+
+static void many_teardown(void)
+{
+	int i;
+
+	for (i = 0; i < NQ; i++) {
+		r2cc_mig_release(qs[i].mq);
+		r2cc_mig_test_free(qs[i].mq);
+	}
+	free(qs);
+	teardown();
+}
+
+static void say(int i, uint8_t type)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = type;
+	m.failover.qpn = PEER_QPN + 1 + i;
+	m.failover.reason = R2CC_CTRL_WHY_CQ_ERROR;
+	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
+	m.failover.rq_psn = 0x500; /* WR 1 not executed: replayed */
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+#define WRID(i, k) ((uint64_t)(i) << 8 | (k))
+
+/* QP @i: @nwr WRs posted, its path fails, the peer moves its end: the WRs
+ * are replayed on the standby and complete there. */
+static void move(int i, int nwr)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
+	struct ibv_send_wr wr = { .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	struct one *o = &qs[i];
+	struct ibv_wc wc;
+	int k;
+
+	for (k = 0; k < nwr; k++) {
+		wr.wr_id = WRID(i, k);
+		cr_assert_eq(r2cc_mig_post_send(o->mq, &wr, &bad, f_post_send),
+			     0);
+	}
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = WRID(i, 0);
+	wc.status = IBV_WC_RETRY_EXC_ERR;
+	wc.opcode = IBV_WC_SEND;
+	wc.qp_num = o->prim.qp.qp_num;
+	cr_assert_eq(r2cc_mig_wc(o->mq, mc, &wc, false), 0, "hidden");
+	say(i, R2CC_CTRL_FAILOVER);
+	say(i, R2CC_CTRL_FAILOVER_ACK);
+	cr_assert_eq(r2cc_mig_state(o->mq), R2CC_PROT_MIGRATED, "QP %d", i);
+	cr_assert_eq(o->back.nsent, nwr, "QP %d: its WRs replayed", i);
+	for (k = 0; k < nwr; k++)
+		add_wc(&o->bcq, WRID(i, k), IBV_WC_SUCCESS, IBV_WC_SEND,
+		       o->back.qp.qp_num);
+}
+
+Test(manyqps, every_moved_qps_completions_reach_the_program, .init = many_setup,
+     .fini = many_teardown, .timeout = 30)
+{
+	static bool seen[NQ];
+	struct ibv_wc wc[16];
+	int i, n, total = 0;
+
+	for (i = 0; i < NQ; i++)
+		move(i, 1);
+	/* Armed with the program's CQ: every standby's CQ. */
+	ctx.ops.req_notify_cq = count_arm;
+	narmed = 0;
+	r2cc_mig_cq_arm(mc);
+	cr_assert_eq(narmed, NQ, "%d of %d standby CQs armed", narmed, NQ);
+	ctx.ops.req_notify_cq = f_req_notify;
+	while ((n = r2cc_mig_poll_more(mc, 16, wc)) > 0) {
+		for (int k = 0; k < n; k++) {
+			int q = (int)(wc[k].wr_id >> 8);
+
+			cr_assert(q >= 0 && q < NQ && !seen[q],
+				  "wr_id %llu once",
+				  (unsigned long long)wc[k].wr_id);
+			cr_assert_eq(wc[k].qp_num, qs[q].prim.qp.qp_num,
+				     "in the program's QP's terms");
+			seen[q] = true;
+		}
+		total += n;
+		cr_assert(total <= NQ);
+	}
+	cr_assert_eq(total, NQ, "%d of %d completions delivered", total, NQ);
+}
+
+Test(manyqps, a_busy_qp_does_not_starve_the_others, .init = many_setup,
+     .fini = many_teardown, .timeout = 30)
+{
+	struct ibv_wc wc;
+	int i, others = 0;
+
+	move(0, 8); /* all it may have outstanding */
+	move(1, 1);
+	move(2, 1);
+	/* One at a time, as a program polling with n = 1: the two others'
+	 * come within a few polls, not after all of QP 0's. */
+	for (i = 0; i < 4; i++) {
+		cr_assert_eq(r2cc_mig_poll_more(mc, 1, &wc), 1);
+		if (wc.wr_id >> 8)
+			others++;
+	}
+	cr_assert_eq(others, 2, "QPs 1 and 2 served within 4 polls");
+}
