@@ -15,6 +15,7 @@
 #include "bind.h"
 #include "chan.h"
 #include "complete.h"
+#include "early.h"
 #include "failback.h"
 #include "mig_int.h"
 #include "module.h"
@@ -24,22 +25,12 @@
 #include "standby.h"
 #include "tick.h"
 
-/* Does @m, the peer's QP_BIND, name @mq (its peer) as its peer? */
-static bool bind_is_for(const struct r2cc_mig_qp *mq,
-			const struct r2cc_ctrl_msg *m)
-{
-	return mq->qpn == m->qp_bind.peer.qpn &&
-	       mq->dest_qpn == m->qp_bind.local.qpn &&
-	       !memcmp(mq->gid, m->qp_bind.peer.gid, 16) &&
-	       !memcmp(mq->dest_gid, m->qp_bind.local.gid, 16);
-}
-
 /* The sender's QP_BIND names its primary and ours (its peer). */
-static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_msg *m)
+static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_qp_bind *b)
 {
 	struct r2cc_mig_qp *mq;
 
-	for (mq = ps.qps; mq && !bind_is_for(mq, m); mq = mq->next)
+	for (mq = ps.qps; mq && !r2cc_mig_bind_is_for(mq, b); mq = mq->next)
 		;
 	return mq;
 }
@@ -101,7 +92,7 @@ void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, const char *why)
  * that second bind. */
 static void try_ready(struct r2cc_mig_qp *mq)
 {
-	bool peer_lazy = mq->peer_bind.qp_bind.flags & R2CC_CTRL_BIND_LAZY;
+	bool peer_lazy = mq->peer_bind.flags & R2CC_CTRL_BIND_LAZY;
 	int ret;
 
 	if (mq->state != R2CC_PROT_BINDING || !mq->bind_got || !mq->bind_sent)
@@ -146,7 +137,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 	r2cc_mig_rebind_check(mq);
 	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x",
 		  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
-		  mq->peer_bind.qp_bind.backup.qpn);
+		  mq->peer_bind.backup.qpn);
 }
 
 /* Send our bind; a QP whose bind cannot go out stays unprotected. */
@@ -223,14 +214,14 @@ out:
  * the other remakes its backup there: a rail-optimised fabric joins rail
  * i of one node to rail i of the others only. An end whose QP is on an
  * SRQ cannot move (its SRQ's backups share a rail): it keeps its rail;
- * if both are pinned to different rails, neither is protected. True: @m
+ * if both are pinned to different rails, neither is protected. True: @b
  * may be used now.
  */
-static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m,
-		       bool adopt)
+static bool agree_rail(struct r2cc_mig_qp *mq,
+		       const struct r2cc_ctrl_qp_bind *b, bool adopt)
 {
-	int rail = m->qp_bind.rail, c = memcmp(mq->gid, mq->dest_gid, 16);
-	bool peer_pinned = m->qp_bind.flags & R2CC_CTRL_BIND_PINNED;
+	int rail = b->rail, c = memcmp(mq->gid, mq->dest_gid, 16);
+	bool peer_pinned = b->flags & R2CC_CTRL_BIND_PINNED;
 	struct r2cc_mig_desc d;
 	int ret, old;
 
@@ -278,17 +269,17 @@ static bool agree_rail(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m,
  * binding, unprotected. True: bind again.
  */
 static bool bound_again(struct r2cc_mig_qp *mq, uint64_t peer,
-			const struct r2cc_ctrl_msg *m)
+			const struct r2cc_ctrl_qp_bind *b)
 {
 	uint32_t st = r2cc_mig_state(mq);
 
-	if (!(m->qp_bind.flags & R2CC_CTRL_BIND_AGAIN) || peer != mq->peer ||
+	if (!(b->flags & R2CC_CTRL_BIND_AGAIN) || peer != mq->peer ||
 	    mq->life != R2CC_LIFE_RUN || mq->on_backup || mq->srq ||
 	    (st != R2CC_PROT_READY && st != R2CC_PROT_NONE))
 		return false;
 	r2cc_info("QP %#x: the peer's standby moved to rail %d: this side's "
 		  "follows",
-		  mq->qpn, m->qp_bind.rail);
+		  mq->qpn, b->rail);
 	r2cc_mig_fb_rearm_drop(mq);
 	mq->bind_sent = mq->bind_got = false;
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
@@ -297,14 +288,14 @@ static bool bound_again(struct r2cc_mig_qp *mq, uint64_t peer,
 
 /* The peer's QP_BIND for @mq (ps.lock and mq lock held). */
 static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
-		    const struct r2cc_ctrl_msg *m)
+		    const struct r2cc_ctrl_qp_bind *b)
 {
 	bool ok, adopt = false;
 
 	if (mq->state != R2CC_PROT_BINDING &&
-	    !(adopt = bound_again(mq, peer, m)))
+	    !(adopt = bound_again(mq, peer, b)))
 		return;
-	if (m->qp_bind.mtu < IBV_MTU_256 || m->qp_bind.mtu > IBV_MTU_4096) {
+	if (b->mtu < IBV_MTU_256 || b->mtu > IBV_MTU_4096) {
 		r2cc_mig_unprotected(mq, "the peer's backup MTU is invalid");
 		return;
 	}
@@ -313,9 +304,9 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 	if (mq->peer != peer)
 		return; /* a bind from another process: not this QP's peer */
 	node_seen(mq->dest_gid, true);
-	ok = agree_rail(mq, m, adopt);
+	ok = agree_rail(mq, b, adopt);
 	if (ok) {
-		mq->peer_bind = *m;
+		mq->peer_bind = *b;
 		mq->bind_got = true;
 	}
 	/* Ours goes out either way: the peer learns our rail from it. */
@@ -328,35 +319,28 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 /* ps.lock held */
 void r2cc_mig_got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
-	struct r2cc_mig_qp *mq = by_bind(m);
+	struct r2cc_mig_qp *mq = by_bind(&m->qp_bind);
 
 	if (!mq) {
 		/* Our QP is not at RTR yet: kept for r2cc_mig_protect(). */
-		ps.early[ps.nearly % MAX_EARLY].peer = peer;
-		ps.early[ps.nearly % MAX_EARLY].m = *m;
-		ps.nearly++;
+		r2cc_mig_early_keep(peer, &m->qp_bind);
 		return;
 	}
 	pthread_mutex_lock(&mq->lock);
-	bind_qp(mq, peer, m);
+	bind_qp(mq, peer, &m->qp_bind);
 	pthread_mutex_unlock(&mq->lock);
 }
 
 /* The peer's QP_BIND came first: answer it, no lookup needed. */
 static bool take_early(struct r2cc_mig_qp *mq)
 {
-	unsigned int i, n = ps.nearly < MAX_EARLY ? ps.nearly : MAX_EARLY;
+	struct r2cc_ctrl_qp_bind b;
+	uint64_t peer;
 
-	for (i = 0; i < n; i++) {
-		struct early *e = &ps.early[i];
-
-		if (!e->peer || !bind_is_for(mq, &e->m))
-			continue;
-		e->peer = 0; /* taken */
-		bind_qp(mq, e->m.hdr.sender, &e->m);
-		return mq->peer != 0;
-	}
-	return false;
+	if (!r2cc_mig_early_take(mq, &peer, &b))
+		return false;
+	bind_qp(mq, peer, &b);
+	return mq->peer != 0;
 }
 
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)

@@ -195,7 +195,7 @@ struct r2cc_ctrl_msg {
 			uint64_t owner; /* the owner's sender id */
 			struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
 		} lookup_reply;
-		struct {
+		struct r2cc_ctrl_qp_bind {
 			struct r2cc_ctrl_qp_ref local, peer, backup;
 			uint32_t psn; /* the backup QP's first PSN */
 			uint8_t rail, mtu;

@@ -34,7 +34,6 @@
 #define R2CC_PSN_NONE UINT32_MAX
 #define MAX_PEER_MRS 4096
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
-#define MAX_EARLY 256
 #define MAX_NODES 256 /* peer nodes whose r2cc is remembered */
 
 /* A standby's CQ listed on a program CQ, and its QP. */
@@ -147,7 +146,7 @@ struct r2cc_mig_qp {
 	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
 	bool bind_sent, bind_got;
-	struct r2cc_ctrl_msg peer_bind; /* the peer's QP_BIND */
+	struct r2cc_ctrl_qp_bind peer_bind; /* the peer's QP_BIND */
 	struct r2cc_status_qp *slot;
 	struct r2cc_mig_cq *scq, *rcq; /* the program's CQs' */
 	struct ibv_qp_cap cap; /* as the provider returned it */
@@ -241,12 +240,10 @@ struct r2cc_mig_state {
 	struct peer_mr *mrs; /* owned: MAX_PEER_MRS */
 	int nmrs;
 	uint64_t no_peer_logged; /* unprotected QPs, logged once */
-	/* QP_BINDs that came before our QP reached RTS (a ring). */
-	struct early {
-		uint64_t peer;
-		struct r2cc_ctrl_msg m;
-	} * early; /* owned: MAX_EARLY */
-	unsigned int nearly;
+	/* QP_BINDs that came before our QP reached RTR (early.c) */
+	struct r2cc_mig_early **early; /* owned: early_nb buckets */
+	unsigned int nearly, early_nb;
+	uint64_t early_swept_ns, early_dropped;
 	struct r2cc_mig_srq *srqs; /* the program's SRQs (srq.c) */
 	_Atomic bool srq_sweep; /* an SRQ's state changed: sweep soon */
 	/* A rail changed: QPs whose standby's rail is down want a new one */

@@ -38,7 +38,7 @@ void r2cc_mig_test_lazy(struct r2cc_mig_qp *mq, struct ibv_context *bctx,
 	mq->lazy = true;
 	mq->bctx = bctx;
 	mq->bpd = bpd;
-	mq->peer_bind.qp_bind.mtu = IBV_MTU_1024; /* its QP_BIND's */
+	mq->peer_bind.mtu = IBV_MTU_1024; /* its QP_BIND's */
 	pthread_mutex_unlock(&mq->lock);
 }
 

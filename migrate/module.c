@@ -12,6 +12,7 @@
 
 #include "bind.h"
 #include "chan.h"
+#include "early.h"
 #include "failback.h"
 #include "keepalive.h"
 #include "keys.h"
@@ -126,10 +127,8 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	ps.lazy = cfg->backup == R2CC_BACKUP_LAZY;
 	if (!ps.mrs)
 		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
-	if (!ps.early)
-		ps.early = calloc(MAX_EARLY, sizeof(*ps.early));
 	pthread_mutex_unlock(&ps.lock);
-	ret = ps.mrs && ps.early ? r2cc_chan_start(&cc, &key, &hooks) : -ENOMEM;
+	ret = ps.mrs ? r2cc_chan_start(&cc, &key, &hooks) : -ENOMEM;
 	r2cc_ctrl_key_wipe(&key);
 	if (ret) {
 		r2cc_err("control channel: %s: connections run unprotected",
@@ -150,6 +149,7 @@ void r2cc_mig_stop(void)
 	pthread_mutex_lock(&ps.lock);
 	r2cc_mig_ka_reset();
 	r2cc_probe_reset();
+	r2cc_mig_early_clear();
 	pthread_mutex_unlock(&ps.lock);
 }
 

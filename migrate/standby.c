@@ -31,23 +31,22 @@ static int backup_init(struct r2cc_mig_qp *mq, unsigned int access)
 /* Both halves known: the backup goes RTR towards the peer's. */
 static int backup_rtr(struct r2cc_mig_qp *mq)
 {
-	const struct r2cc_ctrl_msg *b = &mq->peer_bind;
+	const struct r2cc_ctrl_qp_bind *b = &mq->peer_bind;
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = mq->attr.path_mtu < b->qp_bind.mtu ?
-			     mq->attr.path_mtu :
-			     (enum ibv_mtu)b->qp_bind.mtu;
+	a.path_mtu = mq->attr.path_mtu < b->mtu ? mq->attr.path_mtu :
+						  (enum ibv_mtu)b->mtu;
 	mq->bmtu = a.path_mtu;
-	a.dest_qp_num = b->qp_bind.backup.qpn;
-	a.rq_psn = b->qp_bind.psn;
+	a.dest_qp_num = b->backup.qpn;
+	a.rq_psn = b->psn;
 	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
 	a.min_rnr_timer = mq->attr.min_rnr_timer;
 	a.ah_attr = mq->attr.ah_attr;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.port_num = 1;
-	memcpy(a.ah_attr.grh.dgid.raw, b->qp_bind.backup.gid, 16);
+	memcpy(a.ah_attr.grh.dgid.raw, b->backup.gid, 16);
 	if (!a.ah_attr.grh.hop_limit)
 		a.ah_attr.grh.hop_limit = 64;
 	return ps.v.modify_qp(mq->bqp, &a,
@@ -127,7 +126,7 @@ int r2cc_mig_backup_rearm(struct r2cc_mig_qp *mq, uint32_t psn)
 		ret = backup_init(mq, mq->attr.qp_access_flags);
 	if (ret)
 		return ret;
-	mq->peer_bind.qp_bind.psn = psn;
+	mq->peer_bind.psn = psn;
 	return r2cc_mig_backup_to_peer(mq);
 }
 
@@ -176,8 +175,8 @@ int r2cc_mig_backup_make(struct r2cc_mig_qp *mq)
 
 int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn)
 {
-	mq->peer_bind.qp_bind.backup.qpn = qpn;
-	mq->peer_bind.qp_bind.psn = psn;
+	mq->peer_bind.backup.qpn = qpn;
+	mq->peer_bind.psn = psn;
 	return r2cc_mig_backup_to_peer(mq);
 }
 

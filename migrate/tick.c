@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "early.h"
 #include "failback.h"
 #include "fence.h"
 #include "keepalive.h"
@@ -37,6 +38,7 @@ void r2cc_mig_tick(void)
 	if (ps.keepalive_ms)
 		r2cc_mig_ka_tick();
 	r2cc_mig_rebind_sweep();
+	r2cc_mig_early_sweep();
 	/* (urgent moves back are bounded there even without failback) */
 	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();
