@@ -19,7 +19,7 @@
 #include "policy.h"
 #include "protect.h"
 #include "qp_view.h"
-#include "registry.h"
+#include "map.h"
 #include "stats_int.h"
 #include "wr_record.h"
 

@@ -1,18 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_registry.c - the shim's handle registry: insert, lookup, remove,
- * growth with tombstones, and lookups racing with writers on other threads.
+ * test_map.c - the hash map under the shim's registry and the peer keys:
+ * insert, lookup, remove, growth, tombstones purged in place, and lookups
+ * racing with writers on other threads.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 
-#include "registry.h"
+#include "map.h"
+
+static int retired(const struct r2cc_map *m)
+{
+	const struct r2cc_map_table *t;
+	int n = 0;
+
+	for (t = m->retired; t; t = t->next_retired)
+		n++;
+	return n;
+}
 
 #define KEY(i) ((uintptr_t)0x10000 + (uintptr_t)(i)*16)
 
-Test(registry, insert_lookup_remove, .timeout = 5)
+Test(map, insert_lookup_remove, .timeout = 5)
 {
 	struct r2cc_map m;
 	int a, b;
@@ -33,7 +44,7 @@ Test(registry, insert_lookup_remove, .timeout = 5)
 	r2cc_map_destroy(&m);
 }
 
-Test(registry, rejects_reserved_keys_and_null, .timeout = 5)
+Test(map, rejects_reserved_keys_and_null, .timeout = 5)
 {
 	struct r2cc_map m;
 	int a;
@@ -53,22 +64,28 @@ static void count_fn(void *val, void *arg)
 	(*(int *)arg)++;
 }
 
-Test(registry, grows_and_reuses_tombstones, .timeout = 10)
+Test(map, grows_and_reuses_tombstones, .timeout = 10)
 {
 	static int vals[20000];
 	struct r2cc_map m;
-	int i, n = 0;
+	int i, n = 0, grown;
 
 	cr_assert_eq(r2cc_map_init(&m), 0);
 	for (i = 0; i < 20000; i++)
 		cr_assert_eq(r2cc_map_insert(&m, KEY(i), &vals[i]), 0);
 	for (i = 0; i < 20000; i += 2)
 		cr_assert_eq(r2cc_map_remove(&m, KEY(i)), &vals[i]);
-	/* Churn: many removes and inserts must not fill the table. */
+	grown = retired(&m);
+	/* Churn: many removes and inserts must not fill the table, nor
+	 * leave tables behind (the tombstones are purged in place). */
 	for (i = 0; i < 200000; i++) {
 		cr_assert_eq(r2cc_map_insert(&m, KEY(100000 + i), &vals[0]), 0);
 		cr_assert_eq(r2cc_map_remove(&m, KEY(100000 + i)), &vals[0]);
 	}
+	cr_assert_gt(atomic_load(&m.seq), 0, "no purge in the churn");
+	cr_assert_eq(atomic_load(&m.seq) % 2, 0);
+	cr_assert_eq(retired(&m), grown, "%d tables retired by the churn",
+		     retired(&m) - grown);
 	for (i = 0; i < 20000; i++)
 		cr_assert_eq(r2cc_map_lookup(&m, KEY(i)),
 			     i % 2 ? &vals[i] : NULL, "key %d", i);
@@ -92,11 +109,13 @@ static void *writer(void *arg)
 	int v, i, r;
 
 	for (r = 0; r < 40; r++) {
+		/* fresh keys each round: tombstones pile up, purges */
 		for (i = 0; i < 2000; i++)
-			if (r2cc_map_insert(&cm, KEY(base + i), &v))
+			if (r2cc_map_insert(&cm, KEY(base + r * 2000 + i), &v))
 				return (void *)1;
 		for (i = 0; i < 2000; i++)
-			if (r2cc_map_remove(&cm, KEY(base + i)) != &v)
+			if (r2cc_map_remove(&cm, KEY(base + r * 2000 + i)) !=
+			    &v)
 				return (void *)2;
 	}
 	return NULL;
@@ -115,7 +134,7 @@ static void *reader(void *arg)
 	return (void *)misses;
 }
 
-Test(registry, concurrent_lookups_see_stable_keys, .timeout = 60)
+Test(map, concurrent_lookups_see_stable_keys, .timeout = 60)
 {
 	pthread_t w[WRITERS], r[READERS];
 	void *ret;
@@ -139,5 +158,6 @@ Test(registry, concurrent_lookups_see_stable_keys, .timeout = 60)
 			     (long)ret);
 	}
 	cr_assert_eq(cm.count, STABLE);
+	cr_assert_gt(atomic_load(&cm.seq), 0, "the readers met no purge");
 	r2cc_map_destroy(&cm);
 }

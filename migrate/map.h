@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * registry.h - a map from the program's verbs handles (or other non-zero
- * keys) to r2cc's objects: lock-free O(1) lookup for the data path, inserts
- * and removals serialised by the map's own mutex.
+ * map.h - a hash map from non-zero keys (the program's verbs handles in
+ * the shim's registry, a peer's memory keys in keys.c) to pointers:
+ * lock-free O(1) lookup for the data path, inserts and removals
+ * serialised by the map's own mutex.
  */
-#ifndef R2CC_SHIM_REGISTRY_H
-#define R2CC_SHIM_REGISTRY_H
+#ifndef R2CC_MIG_MAP_H
+#define R2CC_MIG_MAP_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,15 +33,24 @@ struct r2cc_map {
 	_Atomic(struct r2cc_map_table *) table;
 	/*
 	 * lock protects: every store into the tables, count, tombs and the
-	 * retired list. Lookups never take it.
+	 * retired list. Lookups take it only when a purge (below) keeps
+	 * them retrying.
 	 */
 	pthread_mutex_t lock;
+	/*
+	 * Odd while the table is rehashed in place to drop its tombstones
+	 * (a lookup then may miss a key that is there: it tries again), so
+	 * that insert/remove churn reuses one table instead of retiring
+	 * one after another.
+	 */
+	_Atomic unsigned long seq;
 	size_t count; /* live entries */
 	size_t tombs; /* removed entries still occupying a slot */
 	/*
 	 * Tables replaced by a bigger one: a lookup may still be reading
 	 * them, so they are kept until r2cc_map_destroy() (their sizes add
-	 * up to less than the current table's).
+	 * up to less than the current table's: a table is only replaced
+	 * to grow).
 	 */
 	struct r2cc_map_table *retired;
 };
@@ -83,15 +93,11 @@ static inline size_t r2cc_map_slot_of(uintptr_t key, size_t mask)
  * @key: the key
  * Inline: it is on the data path of every post and poll.
  */
-static inline void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
+/* One probe of @t for @key (a purge may make it miss). */
+static inline void *r2cc_map_probe(struct r2cc_map_table *t, uintptr_t key)
 {
-	struct r2cc_map_table *t;
-	size_t i, n;
+	size_t i = r2cc_map_slot_of(key, t->mask), n;
 
-	t = atomic_load_explicit(&m->table, memory_order_acquire);
-	if (!t)
-		return NULL;
-	i = r2cc_map_slot_of(key, t->mask);
 	for (n = 0; n <= t->mask; n++, i = (i + 1) & t->mask) {
 		uintptr_t k = atomic_load_explicit(&t->slot[i].key,
 						   memory_order_acquire);
@@ -102,6 +108,40 @@ static inline void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
 			return NULL;
 	}
 	return NULL;
+}
+
+/* The lookup under the map's lock, when purges kept it retrying. */
+void *r2cc_map_lookup_locked(struct r2cc_map *m, uintptr_t key);
+
+/* A lookup that saw this many purges in a row takes the lock instead. */
+#define R2CC_MAP_TRIES 4
+
+/**
+ * r2cc_map_lookup() - the value of @key, or NULL; lock-free, any thread
+ * @m: the map
+ * @key: the key
+ * Inline: it is on the data path of every post and poll.
+ */
+static inline void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
+{
+	struct r2cc_map_table *t;
+	unsigned long s;
+	void *val;
+	int tries;
+
+	for (tries = 0; tries < R2CC_MAP_TRIES; tries++) {
+		s = atomic_load_explicit(&m->seq, memory_order_acquire);
+		t = atomic_load_explicit(&m->table, memory_order_acquire);
+		if (!t)
+			return NULL;
+		if (s & 1)
+			continue;
+		val = r2cc_map_probe(t, key);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&m->seq, memory_order_relaxed) == s)
+			return val;
+	}
+	return r2cc_map_lookup_locked(m, key);
 }
 /**
  * r2cc_map_for_each() - call @fn on every live entry, under the map lock
@@ -114,4 +154,4 @@ void r2cc_map_for_each(struct r2cc_map *m, void (*fn)(void *val, void *arg),
 /* Frees every table; only when no thread can be looking up any more. */
 void r2cc_map_destroy(struct r2cc_map *m);
 
-#endif /* R2CC_SHIM_REGISTRY_H */
+#endif /* R2CC_MIG_MAP_H */

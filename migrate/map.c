@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * registry.c - open-addressing hash map with lock-free readers: the shim's
- * handle -> object registry. Writers hold the map's mutex; a table that
- * grows is replaced by a new one, published with a release store.
+ * map.c - open-addressing hash map with lock-free readers (the shim's
+ * handle registry, keys.c's peer keys). Writers hold the map's mutex; a
+ * table that grows is replaced by a new one, published with a release
+ * store; one full of tombstones is rehashed in place under the map's
+ * sequence count.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "registry.h"
+#include "map.h"
 
 #define EMPTY R2CC_MAP_EMPTY
 #define TOMB R2CC_MAP_TOMB
@@ -35,6 +37,7 @@ int r2cc_map_init(struct r2cc_map *m)
 	m->count = 0;
 	m->tombs = 0;
 	m->retired = NULL;
+	atomic_store_explicit(&m->seq, 0, memory_order_relaxed);
 	atomic_store_explicit(&m->table, t, memory_order_release);
 	return 0;
 }
@@ -69,29 +72,68 @@ static void slot_set(struct r2cc_map_slot *s, uintptr_t key, void *val)
 	atomic_store_explicit(&s->key, key, memory_order_release);
 }
 
-/* Caller holds m->lock. Rehash into a table of at least 4x count slots. */
-static int grow(struct r2cc_map *m)
+/* Caller holds m->lock. Every live entry of @from into @to. */
+static void copy_live(struct r2cc_map_table *to, struct r2cc_map_table *from)
+{
+	size_t i;
+	bool found;
+
+	for (i = 0; i <= from->mask; i++) {
+		uintptr_t k = atomic_load_explicit(&from->slot[i].key,
+						   memory_order_relaxed);
+		if (k == EMPTY || k == TOMB)
+			continue;
+		slot_set(find_slot(to, k, &found), k,
+			 atomic_load_explicit(&from->slot[i].val,
+					      memory_order_relaxed));
+	}
+}
+
+/* Caller holds m->lock. @t rehashed in place without its tombstones, the
+ * sequence count odd meanwhile (lookups try again). */
+static int purge(struct r2cc_map *m, struct r2cc_map_table *t)
+{
+	size_t slots = t->mask + 1, i;
+	struct r2cc_map_table *tmp = table_new(slots);
+
+	if (!tmp)
+		return -ENOMEM;
+	copy_live(tmp, t);
+	atomic_fetch_add_explicit(&m->seq, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (i = 0; i < slots; i++) {
+		uintptr_t k = atomic_load_explicit(&tmp->slot[i].key,
+						   memory_order_relaxed);
+		void *v = atomic_load_explicit(&tmp->slot[i].val,
+					       memory_order_relaxed);
+
+		atomic_store_explicit(&t->slot[i].val, v, memory_order_relaxed);
+		atomic_store_explicit(&t->slot[i].key, k, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&m->seq, 1, memory_order_release);
+	free(tmp);
+	m->tombs = 0;
+	return 0;
+}
+
+/* Caller holds m->lock. Room for one more entry: a table of at least 4x
+ * count slots, or, when the current one is that big already, the same one
+ * without its tombstones. */
+static int make_room(struct r2cc_map *m)
 {
 	struct r2cc_map_table *old =
 		atomic_load_explicit(&m->table, memory_order_relaxed);
 	struct r2cc_map_table *t;
-	size_t slots = MIN_SLOTS, i;
-	bool found;
+	size_t slots = MIN_SLOTS;
 
 	while (slots < (m->count + 1) * 4)
 		slots *= 2;
+	if (slots <= old->mask + 1)
+		return purge(m, old);
 	t = table_new(slots);
 	if (!t)
 		return -ENOMEM;
-	for (i = 0; i <= old->mask; i++) {
-		uintptr_t k = atomic_load_explicit(&old->slot[i].key,
-						   memory_order_relaxed);
-		if (k == EMPTY || k == TOMB)
-			continue;
-		slot_set(find_slot(t, k, &found), k,
-			 atomic_load_explicit(&old->slot[i].val,
-					      memory_order_relaxed));
-	}
+	copy_live(t, old);
 	atomic_store_explicit(&m->table, t, memory_order_release);
 	old->next_retired = m->retired;
 	m->retired = old;
@@ -111,7 +153,7 @@ int r2cc_map_insert(struct r2cc_map *m, uintptr_t key, void *val)
 	pthread_mutex_lock(&m->lock);
 	t = atomic_load_explicit(&m->table, memory_order_relaxed);
 	if ((m->count + m->tombs + 1) * 4 > (t->mask + 1) * 3) {
-		ret = grow(m);
+		ret = make_room(m);
 		if (ret)
 			goto out;
 		t = atomic_load_explicit(&m->table, memory_order_relaxed);
@@ -149,6 +191,19 @@ void *r2cc_map_remove(struct r2cc_map *m, uintptr_t key)
 		m->count--;
 		m->tombs++;
 	}
+	pthread_mutex_unlock(&m->lock);
+	return val;
+}
+
+void *r2cc_map_lookup_locked(struct r2cc_map *m, uintptr_t key)
+{
+	struct r2cc_map_table *t;
+	void *val = NULL;
+
+	pthread_mutex_lock(&m->lock);
+	t = atomic_load_explicit(&m->table, memory_order_relaxed);
+	if (t)
+		val = r2cc_map_probe(t, key);
 	pthread_mutex_unlock(&m->lock);
 	return val;
 }
