@@ -17,6 +17,7 @@
 #include "complete.h"
 #include "early.h"
 #include "failback.h"
+#include "keys.h"
 #include "mig_int.h"
 #include "module.h"
 #include "objects.h"
@@ -38,18 +39,12 @@ static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_qp_bind *b)
 int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
 {
 	struct r2cc_ctrl_msg *m = calloc(1, sizeof(*m));
-	int n, ret = -ENOMEM;
+	int ret = -ENOMEM;
 
 	if (!m)
 		return ret;
-	m->hdr.type = R2CC_CTRL_MR_KEYS;
-	m->mr_keys.rail = (uint8_t)mq->backup_rail;
-	n = ps.env.mr_keys(mq->pd, mq->backup_rail, m->mr_keys.mr,
-			   R2CC_CTRL_MAX_MRS);
-	m->mr_keys.n = n > 0 ? (uint16_t)n : 0;
-	ret = n > 0 ? r2cc_chan_send(mq->peer, m) : 0;
+	ret = r2cc_mig_keys_announce(mq->peer, mq->pd, mq->backup_rail);
 	if (!ret) {
-		memset(m, 0, sizeof(*m));
 		m->hdr.type = R2CC_CTRL_QP_BIND;
 		m->qp_bind.local.qpn = mq->qpn;
 		memcpy(m->qp_bind.local.gid, mq->gid, 16);

@@ -1,87 +1,221 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * keys.c - the peer's memory keys: its MR_KEYS and MR_INVAL (each MR's
- * R_Key on the rails of its backups), ours announced to the bound peers
- * as the program registers and deregisters, and an R_Key translated for
- * a standby's rail.
+ * R_Key on the rails of its standbys), kept per peer process in a map
+ * the data path reads without a lock; and ours, announced once per
+ * (PD, rail) to each peer bound to a QP of that PD, then as the program
+ * registers and deregisters.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chan.h"
 #include "keys.h"
-#include "mig_int.h"
+#include "map.h"
+
+_Static_assert(sizeof(uintptr_t) >= 8, "map keys hold a rail and an R_Key");
+
+/* A (PD, rail) whose MRs a peer was told of. */
+struct sent {
+	const void *pd;
+	int rail;
+};
+
+/* One peer process: its keys, by (rail, R_Key); what it was told. */
+struct r2cc_mig_pkeys {
+	struct r2cc_mig_pkeys *next; /* ps.pkeys_list */
+	uint64_t peer;
+	struct r2cc_map keys; /* key_of() -> val_of(its shadow's R_Key) */
+	unsigned int nkeys; /* under ps.lock, like all below */
+	bool full_said;
+	struct sent *sent;
+	unsigned int nsent, sent_cap;
+};
+
+static uintptr_t key_of(int rail, uint32_t rkey)
+{
+	return (uintptr_t)(rail + 1) << 32 | rkey;
+}
+
+static void *val_of(uint32_t backup_rkey)
+{
+	return (void *)((uintptr_t)1 << 32 | backup_rkey);
+}
+
+static struct r2cc_mig_pkeys *pkeys_find(uint64_t peer)
+{
+	if (peer < R2CC_MAP_KEY_MIN)
+		return NULL;
+	return r2cc_map_lookup(&ps.pkeys, (uintptr_t)peer);
+}
+
+/* @peer's, made when first needed (ps.lock held); NULL: no memory. */
+static struct r2cc_mig_pkeys *pkeys_get(uint64_t peer)
+{
+	struct r2cc_mig_pkeys *pk = pkeys_find(peer);
+
+	if (pk || peer < R2CC_MAP_KEY_MIN)
+		return pk;
+	pk = calloc(1, sizeof(*pk));
+	if (!pk)
+		return NULL;
+	pk->peer = peer;
+	if (r2cc_map_init(&pk->keys))
+		goto fail;
+	if (!atomic_load_explicit(&ps.pkeys.table, memory_order_relaxed) &&
+	    r2cc_map_init(&ps.pkeys))
+		goto fail_keys;
+	if (r2cc_map_insert(&ps.pkeys, (uintptr_t)peer, pk))
+		goto fail_keys;
+	pk->next = ps.pkeys_list;
+	ps.pkeys_list = pk;
+	return pk;
+fail_keys:
+	r2cc_map_destroy(&pk->keys);
+fail:
+	free(pk);
+	r2cc_warn("no memory for a peer's memory keys");
+	return NULL;
+}
+
+void r2cc_mig_keys_put(uint64_t peer, int rail, uint32_t rkey,
+		       uint32_t backup_rkey)
+{
+	struct r2cc_mig_pkeys *pk = pkeys_get(peer);
+	uintptr_t k = key_of(rail, rkey);
+
+	if (!pk)
+		return;
+	if (!r2cc_map_lookup(&pk->keys, k) && pk->nkeys >= MIG_PEER_KEYS_MAX) {
+		atomic_fetch_add(&ps.keys_dropped, 1);
+		if (!pk->full_said)
+			r2cc_warn("peer %016llx: more than %u memory keys, "
+				  "those past them not kept (a move needing "
+				  "them fails)",
+				  (unsigned long long)peer, MIG_PEER_KEYS_MAX);
+		pk->full_said = true;
+		return;
+	}
+	if (r2cc_map_lookup(&pk->keys, k)) {
+		r2cc_map_insert(&pk->keys, k, val_of(backup_rkey));
+		return;
+	}
+	if (!r2cc_map_insert(&pk->keys, k, val_of(backup_rkey)))
+		pk->nkeys++;
+}
 
 void r2cc_mig_got_mr_keys(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
-	int i, j;
+	int i;
 
-	for (i = 0; i < m->mr_keys.n; i++) {
-		for (j = 0; j < ps.nmrs; j++)
-			if (ps.mrs[j].peer == peer &&
-			    ps.mrs[j].rail == m->mr_keys.rail &&
-			    ps.mrs[j].mr.rkey == m->mr_keys.mr[i].rkey)
-				break;
-		if (j == ps.nmrs && ps.nmrs == MAX_PEER_MRS) {
-			r2cc_warn("peer MR table full: rkey %#x not kept",
-				  m->mr_keys.mr[i].rkey);
-			continue;
-		}
-		if (j == ps.nmrs)
-			ps.nmrs++;
-		ps.mrs[j].peer = peer;
-		ps.mrs[j].rail = m->mr_keys.rail;
-		ps.mrs[j].mr = m->mr_keys.mr[i];
-	}
+	for (i = 0; i < m->mr_keys.n; i++)
+		r2cc_mig_keys_put(peer, m->mr_keys.rail, m->mr_keys.mr[i].rkey,
+				  m->mr_keys.mr[i].backup_rkey);
 }
 
 void r2cc_mig_got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
-	int i, j;
+	struct r2cc_mig_pkeys *pk = pkeys_find(peer);
+	int i, rail;
 
-	for (i = 0; i < m->mr_inval.n; i++)
-		for (j = 0; j < ps.nmrs; j++)
-			if (ps.mrs[j].peer == peer &&
-			    ps.mrs[j].mr.rkey == m->mr_inval.rkey[i])
-				ps.mrs[j--] = ps.mrs[--ps.nmrs];
+	for (i = 0; pk && i < m->mr_inval.n; i++)
+		for (rail = 0; rail < R2CC_HEALTH_RAILS; rail++)
+			if (r2cc_map_remove(&pk->keys,
+					    key_of(rail, m->mr_inval.rkey[i])))
+				pk->nkeys--;
 }
 
-/* Send @m to every peer bound to a QP of @pd (on its backup rail when
- * @mr is set: MR_KEYS of that MR), each (peer, rail) once. */
+static bool was_sent(const struct r2cc_mig_pkeys *pk, const void *pd, int rail)
+{
+	unsigned int i;
+
+	for (i = 0; i < pk->nsent; i++)
+		if (pk->sent[i].pd == pd && pk->sent[i].rail == rail)
+			return true;
+	return false;
+}
+
+/* @n keys in frames of at most R2CC_CTRL_MAX_MRS: 0 or -errno. */
+static int send_keys(uint64_t peer, int rail, const struct r2cc_ctrl_mr *mr,
+		     int n)
+{
+	struct r2cc_ctrl_msg *m = calloc(1, sizeof(*m));
+	int i, k, ret = 0;
+
+	if (!m)
+		return -ENOMEM;
+	for (i = 0; i < n && !ret; i += k) {
+		k = n - i < R2CC_CTRL_MAX_MRS ? n - i : R2CC_CTRL_MAX_MRS;
+		m->hdr.type = R2CC_CTRL_MR_KEYS;
+		m->mr_keys.rail = (uint8_t)rail;
+		m->mr_keys.n = (uint16_t)k;
+		memcpy(m->mr_keys.mr, mr + i, (size_t)k * sizeof(*mr));
+		ret = r2cc_chan_send(peer, m);
+	}
+	free(m);
+	return ret;
+}
+
+int r2cc_mig_keys_announce(uint64_t peer, const void *pd, int rail)
+{
+	struct r2cc_mig_pkeys *pk = pkeys_get(peer);
+	struct r2cc_ctrl_mr *mr = NULL;
+	struct sent *s;
+	int n, ret;
+
+	if (!pk)
+		return -ENOMEM;
+	if (was_sent(pk, pd, rail))
+		return 0;
+	if (pk->nsent == pk->sent_cap) {
+		s = reallocarray(pk->sent, pk->sent_cap ? pk->sent_cap * 2 : 4,
+				 sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		pk->sent = s;
+		pk->sent_cap = pk->sent_cap ? pk->sent_cap * 2 : 4;
+	}
+	n = ps.env.mr_keys(pd, rail, &mr);
+	if (n < 0)
+		return n;
+	ret = send_keys(peer, rail, mr, n);
+	free(mr);
+	if (ret)
+		return ret;
+	pk->sent[pk->nsent].pd = pd;
+	pk->sent[pk->nsent++].rail = rail;
+	return 0;
+}
+
+/* MR_KEYS of @mr (or, with no @mr, @m: an MR_INVALIDATE) to every peer
+ * told of @pd's MRs, on each rail it was told of them. */
 static void announce(const void *pd, const void *mr, struct r2cc_ctrl_msg *m)
 {
-	struct {
-		uint64_t peer;
-		int rail;
-	} done[64];
-	struct r2cc_mig_qp *mq;
-	int n = 0, i, ret;
+	struct r2cc_mig_pkeys *pk;
+	unsigned int i;
+	int ret;
 
 	pthread_mutex_lock(&ps.lock);
-	for (mq = ps.qps; mq; mq = mq->next) {
-		if (mq->pd != pd || !mq->peer || !mq->bind_sent)
-			continue;
-		for (i = 0; i < n; i++)
-			if (done[i].peer == mq->peer &&
-			    done[i].rail == mq->backup_rail)
-				break;
-		if (i < n)
-			continue;
-		if (n < (int)(sizeof(done) / sizeof(done[0]))) {
-			done[n].peer = mq->peer;
-			done[n++].rail = mq->backup_rail;
+	for (pk = ps.pkeys_list; pk; pk = pk->next) {
+		for (i = 0; i < pk->nsent; i++) {
+			if (pk->sent[i].pd != pd)
+				continue;
+			if (mr && ps.env.mr_key(mr, pk->sent[i].rail,
+						&m->mr_keys.mr[0]))
+				continue; /* no shadow there */
+			if (mr)
+				m->mr_keys.rail = (uint8_t)pk->sent[i].rail;
+			ret = r2cc_chan_send(pk->peer, m);
+			if (ret)
+				r2cc_warn("peer %016llx: memory key change not "
+					  "sent (%s)",
+					  (unsigned long long)pk->peer,
+					  strerror(-ret));
+			if (!mr)
+				break; /* an R_Key is gone on every rail */
 		}
-		if (mr && ps.env.mr_key(mr, mq->backup_rail, &m->mr_keys.mr[0]))
-			continue; /* no shadow there: nothing to translate */
-		if (mr)
-			m->mr_keys.rail = (uint8_t)mq->backup_rail;
-		ret = r2cc_chan_send(mq->peer, m);
-		if (ret)
-			r2cc_warn("QP %#x: memory key change not sent (%s)",
-				  mq->qpn, strerror(-ret));
 	}
 	pthread_mutex_unlock(&ps.lock);
 }
@@ -114,16 +248,13 @@ void r2cc_mig_mr_gone(const void *pd, uint32_t rkey)
 int r2cc_mig_rkey_xlate(const struct r2cc_mig_qp *mq, uint32_t rkey,
 			uint32_t *out)
 {
-	int i, ret = -ENOENT;
+	struct r2cc_mig_pkeys *pk = pkeys_find(mq->peer);
+	void *v =
+		pk ? r2cc_map_lookup(&pk->keys, key_of(mq->backup_rail, rkey)) :
+		     NULL;
 
-	pthread_rwlock_rdlock(&ps.mr_lock);
-	for (i = 0; i < ps.nmrs; i++)
-		if (ps.mrs[i].peer == mq->peer && ps.mrs[i].mr.rkey == rkey &&
-		    ps.mrs[i].rail == mq->backup_rail) {
-			*out = ps.mrs[i].mr.backup_rkey;
-			ret = 0;
-			break;
-		}
-	pthread_rwlock_unlock(&ps.mr_lock);
-	return ret;
+	if (!v)
+		return -ENOENT;
+	*out = (uint32_t)(uintptr_t)v;
+	return 0;
 }

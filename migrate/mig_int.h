@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "life.h"
+#include "map.h"
 #include "migrate.h"
 #include "protect.h"
 
@@ -32,7 +33,6 @@
 /* A PSN not known (PSNs are 24-bit): fb.peer_psn when no round of the
  * peer's is known, peer_rq_psn before its FAILOVER */
 #define R2CC_PSN_NONE UINT32_MAX
-#define MAX_PEER_MRS 4096
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
 #define MAX_NODES 256 /* peer nodes whose r2cc is remembered */
 
@@ -223,12 +223,6 @@ struct r2cc_mig_qp {
 	} fb;
 };
 
-struct peer_mr {
-	uint64_t peer;
-	int rail; /* where backup_rkey lives */
-	struct r2cc_ctrl_mr mr;
-};
-
 struct r2cc_mig_state {
 	pthread_mutex_t lock; /* everything below but the QPs' own state */
 	bool on;
@@ -236,9 +230,11 @@ struct r2cc_mig_state {
 	struct r2cc_mig_env env;
 	struct r2cc_mig_qp *qps;
 	uint64_t next_cookie;
-	pthread_rwlock_t mr_lock; /* mrs: read by the data path */
-	struct peer_mr *mrs; /* owned: MAX_PEER_MRS */
-	int nmrs;
+	/* Each peer process's memory keys (keys.c): by its id, read by the
+	 * data path without a lock; and all of them, listed */
+	struct r2cc_map pkeys;
+	struct r2cc_mig_pkeys *pkeys_list;
+	_Atomic unsigned long keys_dropped; /* past MIG_PEER_KEYS_MAX */
 	uint64_t no_peer_logged; /* unprotected QPs, logged once */
 	/* QP_BINDs that came before our QP reached RTR (early.c) */
 	struct r2cc_mig_early **early; /* owned: early_nb buckets */

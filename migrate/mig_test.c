@@ -8,6 +8,7 @@
 #include "bind.h"
 #include "failback.h"
 #include "fence.h"
+#include "keys.h"
 #include "mig_int.h"
 #include "mig_test.h"
 #include "module.h"
@@ -62,14 +63,9 @@ void r2cc_mig_test_peer_binds(uint64_t peer, const struct r2cc_ctrl_msg *m)
 void r2cc_mig_test_peer_mr(uint64_t peer, int rail, uint32_t rkey,
 			   uint32_t backup_rkey)
 {
-	pthread_rwlock_wrlock(&ps.mr_lock);
-	if (ps.nmrs < MAX_PEER_MRS) {
-		ps.mrs[ps.nmrs].peer = peer;
-		ps.mrs[ps.nmrs].rail = rail;
-		ps.mrs[ps.nmrs].mr.rkey = rkey;
-		ps.mrs[ps.nmrs++].mr.backup_rkey = backup_rkey;
-	}
-	pthread_rwlock_unlock(&ps.mr_lock);
+	pthread_mutex_lock(&ps.lock);
+	r2cc_mig_keys_put(peer, rail, rkey, backup_rkey);
+	pthread_mutex_unlock(&ps.lock);
 }
 
 void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn)

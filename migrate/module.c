@@ -23,7 +23,6 @@
 #include "tick.h"
 
 struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
-			     .mr_lock = PTHREAD_RWLOCK_INITIALIZER,
 			     .peer_cv = PTHREAD_COND_INITIALIZER };
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
@@ -44,14 +43,10 @@ static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_lock(&ps.lock);
 	switch (m->hdr.type) {
 	case R2CC_CTRL_MR_KEYS:
-		pthread_rwlock_wrlock(&ps.mr_lock);
 		r2cc_mig_got_mr_keys(peer, m);
-		pthread_rwlock_unlock(&ps.mr_lock);
 		break;
 	case R2CC_CTRL_MR_INVALIDATE:
-		pthread_rwlock_wrlock(&ps.mr_lock);
 		r2cc_mig_got_mr_inval(peer, m);
-		pthread_rwlock_unlock(&ps.mr_lock);
 		break;
 	case R2CC_CTRL_FAILOVER:
 	case R2CC_CTRL_FAILOVER_ACK:
@@ -125,10 +120,8 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	ps.detect_ms = cfg->detect_ms;
 	ps.keepalive_ms = cfg->keepalive ? cfg->keepalive_ms : 0;
 	ps.lazy = cfg->backup == R2CC_BACKUP_LAZY;
-	if (!ps.mrs)
-		ps.mrs = calloc(MAX_PEER_MRS, sizeof(*ps.mrs));
 	pthread_mutex_unlock(&ps.lock);
-	ret = ps.mrs ? r2cc_chan_start(&cc, &key, &hooks) : -ENOMEM;
+	ret = r2cc_chan_start(&cc, &key, &hooks);
 	r2cc_ctrl_key_wipe(&key);
 	if (ret) {
 		r2cc_err("control channel: %s: connections run unprotected",

@@ -58,9 +58,9 @@ struct r2cc_mig_env {
 	/* The name of the local device one of whose GIDs is @gid. */
 	int (*dev_of_gid)(const uint8_t gid[16], char *dev, size_t len);
 	/* The MRs of the program's PD @pd with a shadow on @rail: their
-	 * rkeys and the shadows' (at most @max). */
-	int (*mr_keys)(const void *pd, int rail, struct r2cc_ctrl_mr *out,
-		       int max);
+	 * rkeys and the shadows', in *@out (malloc'd, the caller frees it;
+	 * NULL when there are none). How many, or -errno. */
+	int (*mr_keys)(const void *pd, int rail, struct r2cc_ctrl_mr **out);
 	/* The lkey of the shadow on @rail of the program's MR @lkey. */
 	int (*lkey_xlate)(const void *pd, int rail, uint32_t lkey,
 			  uint32_t *out);

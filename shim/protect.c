@@ -5,6 +5,7 @@
  * backup itself is migrate/protect.c's).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "protect.h"
@@ -42,7 +43,8 @@ static void key_of(const struct r2cc_mr *m, int rail, struct r2cc_ctrl_mr *out)
 
 struct mr_walk {
 	const void *pd;
-	int rail, n, max;
+	int rail, n, cap;
+	bool nomem;
 	struct r2cc_ctrl_mr *out;
 };
 
@@ -50,20 +52,37 @@ static void mr_visit(void *obj, void *arg)
 {
 	struct r2cc_mr *m = obj;
 	struct mr_walk *w = arg;
+	struct r2cc_ctrl_mr *out;
 
-	if (m->type != R2CC_OBJ_MR || m->pd->pd != w->pd || w->n >= w->max ||
-	    !m->shadow[w->rail])
+	if (m->type != R2CC_OBJ_MR || m->pd->pd != w->pd ||
+	    !m->shadow[w->rail] || w->nomem)
 		return;
+	if (w->n == w->cap) {
+		out = reallocarray(w->out, w->cap ? 2 * (size_t)w->cap : 64,
+				   sizeof(*out));
+		if (!out) {
+			w->nomem = true;
+			return;
+		}
+		w->out = out;
+		w->cap = w->cap ? 2 * w->cap : 64;
+	}
 	key_of(m, w->rail, &w->out[w->n++]);
 }
 
-static int mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr *out, int max)
+static int mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr **out)
 {
-	struct mr_walk w = { .pd = pd, .rail = rail, .max = max, .out = out };
+	struct mr_walk w = { .pd = pd, .rail = rail };
 
+	*out = NULL;
 	if (rail < 0 || rail >= R2CC_MAX_RAILS)
 		return -EINVAL;
 	r2cc_map_for_each(&r2cc_shim.reg, mr_visit, &w);
+	if (w.nomem) {
+		free(w.out);
+		return -ENOMEM;
+	}
+	*out = w.out;
 	return w.n;
 }
 

@@ -56,6 +56,12 @@ extern int fo_standby;
 extern bool fo_capture;
 extern struct r2cc_ctrl_msg fo_sent[FO_SENT];
 extern int fo_nsent;
+/* MRs the program's PD has (the shim's mr_keys), 0 unless a test sets
+ * it: MR i's R_Key and its shadow's on @rail */
+extern int fo_nmrs;
+#define FO_RKEY(i) (0x1000u + (uint32_t)(i))
+#define FO_BACKUP_RKEY(rail, i) \
+	(0x80000000u | (uint32_t)(rail) << 20 | (uint32_t)(i))
 
 int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		struct ibv_send_wr **bad);
