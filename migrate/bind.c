@@ -31,7 +31,8 @@ static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_qp_bind *b)
 {
 	struct r2cc_mig_qp *mq;
 
-	for (mq = ps.qps; mq && !r2cc_mig_bind_is_for(mq, b); mq = mq->next)
+	for (mq = r2cc_mig_by_qpn(b->peer.qpn);
+	     mq && !r2cc_mig_bind_is_for(mq, b); mq = mq->qpn_next)
 		;
 	return mq;
 }
@@ -366,7 +367,12 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		goto out;
 	}
 	mq->attr = *d->attr;
-	mq->dest_qpn = d->attr->dest_qp_num;
+	if (r2cc_mig_set_dest(mq, d->attr->dest_qp_num)) {
+		r2cc_warn("QP %#x: no memory to index it: unprotected",
+			  mq->qpn);
+		r2cc_mig_stop_logging(mq);
+		goto out;
+	}
 	memcpy(mq->dest_gid, d->attr->ah_attr.grh.dgid.raw, 16);
 	mq->rail = d->rail;
 	mq->backup_rail = d->backup_rail;

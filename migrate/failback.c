@@ -21,6 +21,7 @@
 #include "fence.h"
 #include "mig_int.h"
 #include "module.h"
+#include "objects.h"
 #include "probe.h"
 #include "rebind.h"
 #include "standby.h"
@@ -528,9 +529,7 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	struct r2cc_mig_qp *mq;
 	bool urgent;
 
-	for (mq = ps.qps; mq; mq = mq->next)
-		if (mq->peer == peer && mq->dest_qpn == m->failback.qpn)
-			break;
+	mq = r2cc_mig_by_dest(peer, m->failback.qpn);
 	if (!mq) {
 		r2cc_warn("failback for an unknown QP %#x: dropped",
 			  m->failback.qpn);

@@ -111,6 +111,9 @@ struct r2cc_mig_srq {
 
 struct r2cc_mig_qp {
 	struct r2cc_mig_qp *next; /* ps.qps */
+	/* Chains of ps.by_qpn and ps.by_dest (objects.c, ps.lock) */
+	struct r2cc_mig_qp *qpn_next, *dest_next;
+	bool dest_indexed;
 	uint64_t cookie; /* resolve cookie: never a pointer */
 	_Atomic uint32_t state; /* enum r2cc_prot_state */
 	/* Serialises the program's posts and polls of this QP with a
@@ -229,6 +232,8 @@ struct r2cc_mig_state {
 	struct r2cc_mig_verbs v;
 	struct r2cc_mig_env env;
 	struct r2cc_mig_qp *qps;
+	/* The QPs by resolve cookie, own QPN and peer's QPN (objects.c) */
+	struct r2cc_map by_cookie, by_qpn, by_dest;
 	uint64_t next_cookie;
 	/* Each peer process's memory keys (keys.c): by its id, read by the
 	 * data path without a lock; and all of them, listed */

@@ -13,23 +13,26 @@
 #include "mig_test.h"
 #include "module.h"
 #include "move.h"
+#include "objects.h"
 #include "srq.h"
 
 void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 			 struct ibv_cq *bcq, uint64_t peer, uint32_t dest_qpn,
 			 uint32_t bpsn)
 {
+	pthread_mutex_lock(&ps.lock);
 	pthread_mutex_lock(&mq->lock);
 	mq->bqp = bqp;
 	mq->bscq = mq->brcq = bcq;
 	mq->peer = peer;
-	mq->dest_qpn = dest_qpn;
+	r2cc_mig_set_dest(mq, dest_qpn);
 	mq->rail = 0;
 	mq->backup_rail = 1;
 	mq->bpsn = bpsn;
 	mq->bmtu = IBV_MTU_1024;
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
 	pthread_mutex_unlock(&mq->lock);
+	pthread_mutex_unlock(&ps.lock);
 }
 
 void r2cc_mig_test_lazy(struct r2cc_mig_qp *mq, struct ibv_context *bctx,

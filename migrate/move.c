@@ -15,6 +15,7 @@
 #include "fence.h"
 #include "mig_int.h"
 #include "module.h"
+#include "objects.h"
 #include "move.h"
 #include "post.h"
 #include "srq.h"
@@ -238,19 +239,12 @@ void r2cc_mig_recv_moved(struct r2cc_mig_qp *mq)
 }
 
 /* Is @m (the peer's FAILOVER*) about @mq? */
-static bool fo_is_for(const struct r2cc_mig_qp *mq, uint64_t peer,
-		      const struct r2cc_ctrl_msg *m)
-{
-	return mq->peer == peer && mq->dest_qpn == m->failover.qpn;
-}
-
 void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
 	bool back = m->failover.reason == R2CC_CTRL_WHY_FAILBACK;
 	struct r2cc_mig_qp *mq;
 
-	for (mq = ps.qps; mq && !fo_is_for(mq, peer, m); mq = mq->next)
-		;
+	mq = r2cc_mig_by_dest(peer, m->failover.qpn);
 	if (!mq) {
 		r2cc_warn("failover for an unknown QP %#x: dropped",
 			  m->failover.qpn);

@@ -16,13 +16,90 @@
 #include "standby.h"
 #include "wake.h"
 
+/*
+ * The QPs indexed (ps.lock held): by resolve cookie, and by their own and
+ * their peer's QPN, each a chain (QPNs repeat across devices and peers).
+ */
+static uintptr_t qpn_key(uint32_t qpn)
+{
+	return (uintptr_t)qpn + R2CC_MAP_KEY_MIN;
+}
+
+static struct r2cc_mig_qp **link_of(struct r2cc_mig_qp *mq, bool dest)
+{
+	return dest ? &mq->dest_next : &mq->qpn_next;
+}
+
+static int chain_add(struct r2cc_map *m, bool dest, uint32_t qpn,
+		     struct r2cc_mig_qp *mq)
+{
+	*link_of(mq, dest) = r2cc_map_lookup(m, qpn_key(qpn));
+	return r2cc_map_insert(m, qpn_key(qpn), mq);
+}
+
+static void chain_del(struct r2cc_map *m, bool dest, uint32_t qpn,
+		      struct r2cc_mig_qp *mq)
+{
+	struct r2cc_mig_qp *head = r2cc_map_lookup(m, qpn_key(qpn)), **pp;
+	struct r2cc_mig_qp *next = *link_of(mq, dest);
+
+	*link_of(mq, dest) = NULL;
+	if (head == mq && next) /* replacing a value: no memory needed */
+		r2cc_map_insert(m, qpn_key(qpn), next);
+	else if (head == mq)
+		r2cc_map_remove(m, qpn_key(qpn));
+	else
+		for (pp = head ? link_of(head, dest) : NULL; pp && *pp;
+		     pp = link_of(*pp, dest))
+			if (*pp == mq) {
+				*pp = next;
+				break;
+			}
+}
+
+static int maps_ready(void)
+{
+	struct r2cc_map *m[] = { &ps.by_cookie, &ps.by_qpn, &ps.by_dest };
+	unsigned int i;
+
+	for (i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		if (!atomic_load_explicit(&m[i]->table, memory_order_relaxed) &&
+		    r2cc_map_init(m[i]))
+			return -ENOMEM;
+	return 0;
+}
+
 struct r2cc_mig_qp *r2cc_mig_by_cookie(uint64_t cookie)
+{
+	return r2cc_map_lookup(&ps.by_cookie, (uintptr_t)cookie + 1);
+}
+
+struct r2cc_mig_qp *r2cc_mig_by_qpn(uint32_t qpn)
+{
+	return r2cc_map_lookup(&ps.by_qpn, qpn_key(qpn));
+}
+
+struct r2cc_mig_qp *r2cc_mig_by_dest(uint64_t peer, uint32_t dest_qpn)
 {
 	struct r2cc_mig_qp *mq;
 
-	for (mq = ps.qps; mq && mq->cookie != cookie; mq = mq->next)
+	for (mq = r2cc_map_lookup(&ps.by_dest, qpn_key(dest_qpn));
+	     mq && mq->peer != peer; mq = mq->dest_next)
 		;
 	return mq;
+}
+
+int r2cc_mig_set_dest(struct r2cc_mig_qp *mq, uint32_t dest_qpn)
+{
+	int ret;
+
+	if (mq->dest_indexed)
+		chain_del(&ps.by_dest, true, mq->dest_qpn, mq);
+	mq->dest_indexed = false;
+	mq->dest_qpn = dest_qpn;
+	ret = chain_add(&ps.by_dest, true, dest_qpn, mq);
+	mq->dest_indexed = !ret;
+	return ret;
 }
 
 struct r2cc_mig_cq *r2cc_mig_cq_new(struct ibv_cq *cq, int cqe)
@@ -107,10 +184,29 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 		r2cc_mig_srq_joined(mq, srq);
 	pthread_mutex_lock(&ps.lock);
 	mq->cookie = ++ps.next_cookie;
+	if (maps_ready() ||
+	    r2cc_map_insert(&ps.by_cookie, (uintptr_t)mq->cookie + 1, mq)) {
+		pthread_mutex_unlock(&ps.lock);
+		goto nomem;
+	}
+	if (chain_add(&ps.by_qpn, false, mq->qpn, mq)) {
+		r2cc_map_remove(&ps.by_cookie, (uintptr_t)mq->cookie + 1);
+		pthread_mutex_unlock(&ps.lock);
+		goto nomem;
+	}
 	mq->next = ps.qps;
 	ps.qps = mq;
 	pthread_mutex_unlock(&ps.lock);
 	return mq;
+nomem:
+	r2cc_mig_srq_left(mq);
+	r2cc_mig_cq_unreserve(scq, rcq);
+	r2cc_recvlog_free(mq->rlog);
+	r2cc_sendlog_free(mq->slog);
+	pthread_mutex_destroy(&mq->lock);
+	free(mq);
+	r2cc_warn("QP %#x: no memory to index it: unprotected", qp->qp_num);
+	return NULL;
 }
 
 void r2cc_mig_release(struct r2cc_mig_qp *mq)
@@ -122,8 +218,14 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	pthread_mutex_lock(&ps.lock);
 	for (pp = &ps.qps; *pp && *pp != mq; pp = &(*pp)->next)
 		;
-	if (*pp)
+	if (*pp) {
 		*pp = mq->next;
+		r2cc_map_remove(&ps.by_cookie, (uintptr_t)mq->cookie + 1);
+		chain_del(&ps.by_qpn, false, mq->qpn, mq);
+		if (mq->dest_indexed)
+			chain_del(&ps.by_dest, true, mq->dest_qpn, mq);
+		mq->dest_indexed = false;
+	}
 	pthread_mutex_unlock(&ps.lock);
 	pthread_mutex_lock(&mq->lock);
 	/* Under its lock: a replay cannot list it again meanwhile. */

@@ -9,5 +9,13 @@
 
 /* The QP whose resolve cookie is @cookie, or NULL (ps.lock held). */
 struct r2cc_mig_qp *r2cc_mig_by_cookie(uint64_t cookie);
+/* The first of the QPs whose own QPN is @qpn (any device), the rest
+ * chained by qpn_next; NULL: none (ps.lock held). */
+struct r2cc_mig_qp *r2cc_mig_by_qpn(uint32_t qpn);
+/* The QP connected to @peer's QP @dest_qpn, or NULL (ps.lock held). */
+struct r2cc_mig_qp *r2cc_mig_by_dest(uint64_t peer, uint32_t dest_qpn);
+/* @mq is connected to QP @dest_qpn (its peer's), indexed as such (ps.lock
+ * and mq lock held): 0, or -ENOMEM (not indexed: no message finds it). */
+int r2cc_mig_set_dest(struct r2cc_mig_qp *mq, uint32_t dest_qpn);
 
 #endif /* R2CC_MIG_OBJECTS_H */

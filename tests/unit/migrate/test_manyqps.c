@@ -4,11 +4,17 @@
  * the standbys' CQs, complete.c's poll of them): past any fixed number,
  * every moved QP's completions reach the program, the standbys are armed
  * with the program's CQ, and a QP with much to deliver does not starve the
- * others. The peer is played as in test_failover.c (fo_fixture.c).
+ * others; messages find their QP by index among many, also when QPNs
+ * repeat across devices and peers. The peer is played as in
+ * test_failover.c (fo_fixture.c).
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* before fo_fixture.h: its global mq would shadow their parameters */
+#include "mig_int.h"
+#include "objects.h"
 
 #include "fo_fixture.h"
 
@@ -172,4 +178,49 @@ Test(manyqps, a_busy_qp_does_not_starve_the_others, .init = many_setup,
 			others++;
 	}
 	cr_assert_eq(others, 2, "QPs 1 and 2 served within 4 polls");
+}
+
+/* Two devices' QPs may share a QPN, and two peers' QPs too: each
+ * message finds its own QP, before and after the others are released. */
+Test(manyqps, qps_are_found_by_qpn_among_repeats, .init = setup,
+     .fini = teardown)
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 4, .max_recv_wr = 4 };
+	struct fake_qp p[3] = { 0 };
+	struct r2cc_mig_qp *q[3];
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		p[i].qp.context = &ctx;
+		p[i].qp.qp_num = 0x77; /* all alike */
+		q[i] = r2cc_mig_qp_new(&p[i].qp, &cap, false, mc, mc, NULL,
+				       NULL);
+		cr_assert(q[i]);
+		/* peers 1 and 2 have a QP 0x99; peer 2 also has 0x98 */
+		r2cc_mig_test_bound(q[i], NULL, NULL, i ? 2 : 1,
+				    i == 2 ? 0x98 : 0x99, 0x100);
+	}
+	pthread_mutex_lock(&ps.lock);
+	cr_assert_eq(r2cc_mig_by_dest(1, 0x99), q[0]);
+	cr_assert_eq(r2cc_mig_by_dest(2, 0x99), q[1]);
+	cr_assert_eq(r2cc_mig_by_dest(2, 0x98), q[2]);
+	cr_assert_null(r2cc_mig_by_dest(1, 0x98));
+	cr_assert_eq(r2cc_mig_by_cookie(q[1]->cookie), q[1]);
+	pthread_mutex_unlock(&ps.lock);
+	r2cc_mig_release(q[1]);
+	pthread_mutex_lock(&ps.lock);
+	cr_assert_eq(r2cc_mig_by_dest(1, 0x99), q[0]);
+	cr_assert_null(r2cc_mig_by_dest(2, 0x99));
+	cr_assert_eq(r2cc_mig_by_dest(2, 0x98), q[2]);
+	cr_assert_null(r2cc_mig_by_cookie(q[1]->cookie));
+	pthread_mutex_unlock(&ps.lock);
+	r2cc_mig_release(q[0]);
+	r2cc_mig_release(q[2]);
+	pthread_mutex_lock(&ps.lock);
+	cr_assert_null(r2cc_mig_by_dest(1, 0x99));
+	cr_assert_null(r2cc_mig_by_dest(2, 0x98));
+	cr_assert_null(r2cc_mig_by_qpn(0x77));
+	pthread_mutex_unlock(&ps.lock);
+	for (i = 0; i < 3; i++)
+		r2cc_mig_test_free(q[i]);
 }
