@@ -21,12 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
 #include "chan.h"
+#include "map.h"
 #include "policy.h"
 
-#define MAX_CONNS 256
-#define MAX_PEERS 256
-#define MAX_RES 1024
 #define TICK_MS 200
 #define MAX_WATCH 16
 /* LOOKUPs a resolve may send, each on a fresh connection, while the
@@ -50,13 +50,14 @@ struct conn {
 	uint64_t peer; /* once known */
 	int res; /* the resolve this connection serves, or -1 */
 	uint64_t deadline_ns; /* for connect and the reply; 0 when open */
-	uint8_t *buf; /* R2CC_CTRL_FRAME_MAX */
-	size_t have;
+	uint8_t *buf; /* cap bytes: CONN_BUF, up to R2CC_CTRL_FRAME_MAX */
+	size_t have, cap;
 };
 
 struct peer {
 	uint64_t id; /* 0: free */
 	struct r2cc_ctrl_replay win; /* its seqs we accepted */
+	struct peer *next; /* cs.peer_list */
 	int conn; /* open connection, or -1 */
 	uint32_t pid;
 	int naddr;
@@ -65,6 +66,7 @@ struct peer {
 
 struct res {
 	bool used, started;
+	uint64_t since_ns; /* asked for (a start may wait for a connection) */
 	int tries; /* rendezvous connections dialled */
 	uint64_t cookie;
 	struct r2cc_ctrl_qp_ref q;
@@ -85,9 +87,18 @@ static struct {
 	char pref_if[IF_NAMESIZE];
 	char rail_if[R2CC_CTRL_RAIL_MAX][IF_NAMESIZE];
 	int nrail;
-	struct conn conns[MAX_CONNS];
-	struct peer peers[MAX_PEERS];
-	struct res res[MAX_RES];
+	/* Connections and resolves: slots made as needed, kept and reused;
+	 * their indices stay valid. conn_max: the connections' budget. */
+	struct conn **conns;
+	int nconn, conn_max;
+	struct res **res;
+	int nres;
+	/* Every peer process heard from (its replay window outlives its
+	 * connections), by id */
+	struct r2cc_map peers;
+	struct peer *peer_list;
+	unsigned int npeers;
+	bool conns_said, peers_said, res_said;
 	/* Our last seq, to every peer: each sees it increase (with gaps),
 	 * which is all its replay window needs. */
 	uint64_t seq;
@@ -205,17 +216,52 @@ static void sock_opts(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* A frame buffer's first size: most frames are far smaller than the
+ * largest (R2CC_CTRL_FRAME_MAX), grown to that when one needs it. */
+#define CONN_BUF 4096
+
+/* Slot @i exists: 0, or -ENOMEM. */
+static int conn_slot(int i)
+{
+	struct conn **a;
+	int n;
+
+	if (i < cs.nconn)
+		return 0;
+	n = cs.nconn ? 2 * cs.nconn : 16;
+	if (n > cs.conn_max)
+		n = cs.conn_max;
+	a = reallocarray(cs.conns, (size_t)n, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	cs.conns = a;
+	for (; cs.nconn < n; cs.nconn++) {
+		a[cs.nconn] = calloc(1, sizeof(**a));
+		if (!a[cs.nconn])
+			return i < cs.nconn ? 0 : -ENOMEM;
+		a[cs.nconn]->role = C_FREE;
+		a[cs.nconn]->fd = -1;
+		a[cs.nconn]->res = -1;
+	}
+	return 0;
+}
+
 static int conn_new(int fd, enum conn_role role, int res)
 {
 	int i;
 
-	for (i = 0; i < MAX_CONNS; i++) {
-		struct conn *c = &cs.conns[i];
+	for (i = 0; i < cs.conn_max; i++) {
+		struct conn *c;
 
+		if (conn_slot(i))
+			return -ENOMEM;
+		c = cs.conns[i];
 		if (c->role != C_FREE)
 			continue;
-		if (!c->buf)
-			c->buf = malloc(R2CC_CTRL_FRAME_MAX);
+		if (!c->buf) {
+			c->buf = malloc(CONN_BUF);
+			c->cap = CONN_BUF;
+		}
 		if (!c->buf)
 			return -ENOMEM;
 		c->role = role;
@@ -228,33 +274,49 @@ static int conn_new(int fd, enum conn_role role, int res)
 		c->deadline_ns = now_ns() + MIG_CHAN_STEP_MS * 1000000ULL;
 		return i;
 	}
+	cs.st.conn_budget++;
+	if (!cs.conns_said)
+		r2cc_warn("control channel: %d connections open, its budget "
+			  "(a quarter of RLIMIT_NOFILE): further resolves "
+			  "wait, new peers' calls are refused",
+			  cs.conn_max);
+	cs.conns_said = true;
 	return -EMFILE;
 }
 
 static struct peer *peer_find(uint64_t id)
 {
-	int i;
-
-	for (i = 0; id && i < MAX_PEERS; i++)
-		if (cs.peers[i].id == id)
-			return &cs.peers[i];
-	return NULL;
+	if (id < R2CC_MAP_KEY_MIN)
+		return NULL;
+	return r2cc_map_lookup(&cs.peers, (uintptr_t)id);
 }
 
+/* @id's, remembered from now on; NULL: past MIG_CHAN_PEERS_MAX, or no
+ * memory (said once, counted). */
 static struct peer *peer_get(uint64_t id)
 {
 	struct peer *p = peer_find(id);
-	int i;
 
-	for (i = 0; !p && i < MAX_PEERS; i++) {
-		if (cs.peers[i].id)
-			continue;
-		p = &cs.peers[i];
-		memset(p, 0, sizeof(*p));
+	if (p || id < R2CC_MAP_KEY_MIN)
+		return p;
+	if (cs.npeers < MIG_CHAN_PEERS_MAX && (p = calloc(1, sizeof(*p)))) {
 		p->id = id;
 		p->conn = -1;
+		if (!r2cc_map_insert(&cs.peers, (uintptr_t)id, p)) {
+			p->next = cs.peer_list;
+			cs.peer_list = p;
+			cs.npeers++;
+			return p;
+		}
+		free(p);
 	}
-	return p;
+	cs.st.peer_budget++;
+	if (!cs.peers_said)
+		r2cc_warn("control channel: %u peer processes remembered "
+			  "(budget %u): frames of others are dropped",
+			  cs.npeers, MIG_CHAN_PEERS_MAX);
+	cs.peers_said = true;
+	return NULL;
 }
 
 static void res_end(int r, uint64_t peer);
@@ -266,16 +328,16 @@ static int other_open(uint64_t peer, int i)
 {
 	int j;
 
-	for (j = 0; j < MAX_CONNS; j++)
-		if (j != i && cs.conns[j].role == C_OPEN &&
-		    cs.conns[j].peer == peer)
+	for (j = 0; j < cs.nconn; j++)
+		if (j != i && cs.conns[j]->role == C_OPEN &&
+		    cs.conns[j]->peer == peer)
 			return j;
 	return -1;
 }
 
 static void conn_close(int i)
 {
-	struct conn *c = &cs.conns[i];
+	struct conn *c = cs.conns[i];
 	struct peer *p;
 
 	if (c->role == C_FREE)
@@ -286,18 +348,23 @@ static void conn_close(int i)
 	if (p && p->conn == i)
 		p->conn = other_open(p->id, i);
 	if (c->res >= 0 && c->role == C_LOOKUP && !c->connecting &&
-	    cs.res[c->res].tries < LOOKUP_TRIES) {
+	    cs.res[c->res]->tries < LOOKUP_TRIES) {
 		/* Connected and asked, and no answer: the listener that took
 		 * it belongs to a process that serves no more (one stuck
 		 * exiting keeps its place in the port's SO_REUSEPORT group).
 		 * A fresh connection is likely another listener's: ask again
 		 * (expire() dials it). */
-		cs.res[c->res].started = false;
+		cs.res[c->res]->started = false;
 	} else if (c->res >= 0 && c->role != C_OPEN) {
 		res_end(c->res, 0);
 	}
 	c->role = C_FREE;
 	c->fd = -1;
+	if (c->cap > CONN_BUF) { /* a large frame's room: not kept */
+		free(c->buf);
+		c->buf = NULL;
+		c->cap = 0;
+	}
 }
 
 /* Connect (non-blocking) to @a; the conn waits for POLLOUT. */
@@ -327,7 +394,7 @@ static int conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role,
 		close(fd);
 		return i;
 	}
-	cs.conns[i].connecting = true;
+	cs.conns[i]->connecting = true;
 	return i;
 }
 
@@ -348,7 +415,7 @@ static bool wait_writable(int fd, uint64_t end_ns)
 static int conn_write(int i, struct r2cc_ctrl_msg *m)
 {
 	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
-	struct conn *c = &cs.conns[i];
+	struct conn *c = cs.conns[i];
 	uint64_t end = 0; /* set at the first full buffer */
 	size_t off = 0;
 	int len;
@@ -383,7 +450,7 @@ static int conn_write(int i, struct r2cc_ctrl_msg *m)
 
 static void res_end(int r, uint64_t peer)
 {
-	struct res *x = &cs.res[r];
+	struct res *x = cs.res[r];
 	uint64_t cookie = x->cookie;
 	int i;
 
@@ -392,9 +459,9 @@ static void res_end(int r, uint64_t peer)
 	r2cc_dbg("resolve of QP %#x: %s %016llx", x->q.qpn,
 		 peer ? "owner" : "no owner", (unsigned long long)peer);
 	x->used = false;
-	for (i = 0; i < MAX_CONNS; i++)
-		if (cs.conns[i].res == r)
-			cs.conns[i].res = -1;
+	for (i = 0; i < cs.nconn; i++)
+		if (cs.conns[i]->res == r)
+			cs.conns[i]->res = -1;
 	if (!peer)
 		cs.st.conn_fail++;
 	else
@@ -407,7 +474,7 @@ static void res_end(int r, uint64_t peer)
 /* Dial the owner's next address, or give up. */
 static void res_next_addr(int r)
 {
-	struct res *x = &cs.res[r];
+	struct res *x = cs.res[r];
 
 	while (x->next < x->naddr) {
 		if (conn_dial(&x->addr[x->next++], C_HELLO, r) >= 0)
@@ -418,9 +485,10 @@ static void res_next_addr(int r)
 
 static void res_start(int r)
 {
-	struct res *x = &cs.res[r];
+	struct res *x = cs.res[r];
 	struct r2cc_ctrl_addr a = { .family = 4, .port = cs.rdv_port };
 	static const uint8_t v4map[12] = { [10] = 0xff, [11] = 0xff };
+	int ret;
 
 	x->started = true;
 	x->tries++;
@@ -432,8 +500,45 @@ static void res_start(int r)
 		return;
 	}
 	memcpy(a.addr, x->q.gid + 12, 4);
-	if (conn_dial(&a, C_LOOKUP, r) < 0)
+	ret = conn_dial(&a, C_LOOKUP, r);
+	if ((ret == -EMFILE || ret == -ENFILE) &&
+	    now_ns() - x->since_ns < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
+		x->started = false; /* no connection to spare: later */
+		x->tries--;
+	} else if (ret < 0) {
 		res_end(r, 0);
+	}
+}
+
+/* A free resolve slot (grown as needed), or -1: past MIG_CHAN_RES_MAX,
+ * or no memory (said once, counted). */
+static int res_slot(void)
+{
+	struct res **a;
+	int r, n;
+
+	for (r = 0; r < cs.nres; r++)
+		if (!cs.res[r]->used)
+			return r;
+	n = cs.nres ? 2 * cs.nres : 64;
+	if (n > MIG_CHAN_RES_MAX)
+		n = MIG_CHAN_RES_MAX;
+	a = n > cs.nres ? reallocarray(cs.res, (size_t)n, sizeof(*a)) : NULL;
+	if (a) {
+		cs.res = a;
+		for (; cs.nres < n && (a[cs.nres] = calloc(1, sizeof(**a)));
+		     cs.nres++)
+			;
+	}
+	if (r < cs.nres)
+		return r;
+	cs.st.res_budget++;
+	if (!cs.res_said)
+		r2cc_warn("control channel: %d resolves under way (budget "
+			  "%d): a QP past them runs unprotected",
+			  cs.nres, MIG_CHAN_RES_MAX);
+	cs.res_said = true;
+	return -1;
 }
 
 int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie)
@@ -445,15 +550,14 @@ int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie)
 		ret = -ENOTCONN;
 		goto out;
 	}
-	for (r = 0; r < MAX_RES; r++) {
-		if (cs.res[r].used)
-			continue;
-		memset(&cs.res[r], 0, sizeof(cs.res[r]));
-		cs.res[r].used = true;
-		cs.res[r].cookie = cookie;
-		cs.res[r].q = *q;
+	r = res_slot();
+	if (r >= 0) {
+		memset(cs.res[r], 0, sizeof(*cs.res[r]));
+		cs.res[r]->used = true;
+		cs.res[r]->since_ns = now_ns();
+		cs.res[r]->cookie = cookie;
+		cs.res[r]->q = *q;
 		ret = 0;
-		break;
 	}
 out:
 	pthread_mutex_unlock(&cs.lock);
@@ -484,7 +588,7 @@ static void send_hello(int i, uint64_t to)
 /* A peer's HELLO: remember its addresses; the connection is open. */
 static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 {
-	struct conn *c = &cs.conns[i];
+	struct conn *c = cs.conns[i];
 	struct peer *p = peer_get(m->hdr.sender);
 
 	if (!p) {
@@ -529,15 +633,15 @@ static void serve_lookup(int i, const struct r2cc_ctrl_msg *m)
 	cs.st.lookups_served++;
 	if (!rep.lookup_reply.found)
 		rep.lookup_reply.naddr = 0;
-	if (cs.conns[i].role != C_FREE && conn_write(i, &rep))
+	if (cs.conns[i]->role != C_FREE && conn_write(i, &rep))
 		conn_close(i);
 }
 
 static void got_reply(int i, const struct r2cc_ctrl_msg *m)
 {
 	const struct r2cc_ctrl_lookup_reply *lr = &m->lookup_reply;
-	struct conn *c = &cs.conns[i];
-	struct res *x = c->res >= 0 ? &cs.res[c->res] : NULL;
+	struct conn *c = cs.conns[i];
+	struct res *x = c->res >= 0 ? cs.res[c->res] : NULL;
 	struct peer *p;
 	int r = c->res;
 
@@ -567,7 +671,7 @@ static void got_reply(int i, const struct r2cc_ctrl_msg *m)
 /* One whole frame from connection @i. */
 static void got_frame(int i, const uint8_t *buf, size_t len)
 {
-	struct conn *c = &cs.conns[i];
+	struct conn *c = cs.conns[i];
 	struct r2cc_ctrl_msg *m = malloc(sizeof(*m));
 	struct peer *p;
 	int rc;
@@ -613,7 +717,7 @@ out:
 
 static void conn_readable(int i)
 {
-	struct conn *c = &cs.conns[i];
+	struct conn *c = cs.conns[i];
 	uint32_t gen = c->gen;
 
 	for (;;) {
@@ -634,7 +738,18 @@ static void conn_readable(int i)
 			conn_close(i);
 			return;
 		}
-		n = recv(c->fd, c->buf + c->have, R2CC_CTRL_FRAME_MAX - c->have,
+		if (flen > 0 && (size_t)flen > c->cap) {
+			/* a frame larger than the room: grown for it */
+			uint8_t *b = realloc(c->buf, (size_t)flen);
+
+			if (!b) {
+				conn_close(i);
+				return;
+			}
+			c->buf = b;
+			c->cap = (size_t)flen;
+		}
+		n = recv(c->fd, c->buf + c->have, c->cap - c->have,
 			 MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
@@ -649,7 +764,7 @@ static void conn_readable(int i)
 /* A non-blocking connect finished: send the first frame. */
 static void conn_connected(int i)
 {
-	struct conn *c = &cs.conns[i];
+	struct conn *c = cs.conns[i];
 	struct r2cc_ctrl_msg m;
 	socklen_t sl = sizeof(int);
 	int err = 0;
@@ -671,14 +786,14 @@ static void conn_connected(int i)
 	}
 	if (c->role == C_HELLO) {
 		send_hello(i,
-			   c->res >= 0 ? cs.res[c->res].owner : R2CC_CTRL_ANY);
+			   c->res >= 0 ? cs.res[c->res]->owner : R2CC_CTRL_ANY);
 		return;
 	}
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_LOOKUP;
 	m.hdr.receiver = R2CC_CTRL_ANY;
 	m.hdr.seq = ++cs.seq;
-	m.lookup = cs.res[c->res].q;
+	m.lookup = cs.res[c->res]->q;
 	if (conn_write(i, &m))
 		conn_close(i);
 }
@@ -700,8 +815,8 @@ static void expire(uint64_t now)
 {
 	int i;
 
-	for (i = 0; i < MAX_CONNS; i++) {
-		struct conn *c = &cs.conns[i];
+	for (i = 0; i < cs.nconn; i++) {
+		struct conn *c = cs.conns[i];
 
 		if (c->role == C_FREE || !c->deadline_ns ||
 		    now < c->deadline_ns)
@@ -716,16 +831,41 @@ static void expire(uint64_t now)
 		}
 		conn_close(i);
 	}
-	for (i = 0; i < MAX_RES; i++)
-		if (cs.res[i].used && !cs.res[i].started)
+	for (i = 0; i < cs.nres; i++)
+		if (cs.res[i]->used && !cs.res[i]->started)
 			res_start(i);
+}
+
+/* The poll set's arrays, for @n entries: true, or false (no memory: the
+ * old ones, and the connections past them wait for a later round). */
+static bool poll_room(struct pollfd **pfd, int **map, uint32_t **gen, int *cap,
+		      int n)
+{
+	struct pollfd *p;
+	uint32_t *g;
+	int *m;
+
+	if (n <= *cap)
+		return true;
+	p = reallocarray(*pfd, (size_t)n, sizeof(*p));
+	if (p)
+		*pfd = p;
+	m = p ? reallocarray(*map, (size_t)n, sizeof(*m)) : NULL;
+	if (m)
+		*map = m;
+	g = m ? reallocarray(*gen, (size_t)n, sizeof(*g)) : NULL;
+	if (g)
+		*gen = g;
+	if (g)
+		*cap = n;
+	return g;
 }
 
 static void *chan_thread(void *arg)
 {
-	struct pollfd pfd[MAX_CONNS + 3 + MAX_WATCH];
-	int map[MAX_CONNS + 3 + MAX_WATCH];
-	uint32_t gen[MAX_CONNS + 3 + MAX_WATCH];
+	struct pollfd *pfd = NULL;
+	int *map = NULL, cap = 0;
+	uint32_t *gen = NULL;
 	uint64_t last_tick = 0;
 	sigset_t all;
 
@@ -736,6 +876,14 @@ static void *chan_thread(void *arg)
 	while (cs.running) {
 		int n = 0, i, k;
 
+		if (!poll_room(&pfd, &map, &gen, &cap,
+			       cs.nconn + 3 + MAX_WATCH) &&
+		    cap < 3 + MAX_WATCH) {
+			pthread_mutex_unlock(&cs.lock);
+			poll(NULL, 0, TICK_MS); /* no memory: a tick later */
+			pthread_mutex_lock(&cs.lock);
+			continue;
+		}
 		pfd[n].fd = cs.wake_fd;
 		pfd[n].events = POLLIN;
 		map[n++] = -1;
@@ -750,13 +898,13 @@ static void *chan_thread(void *arg)
 			pfd[n].events = POLLIN;
 			map[n++] = -4 - i;
 		}
-		for (i = 0; i < MAX_CONNS; i++) {
-			if (cs.conns[i].role == C_FREE)
+		for (i = 0; i < cs.nconn && n < cap; i++) {
+			if (cs.conns[i]->role == C_FREE)
 				continue;
-			pfd[n].fd = cs.conns[i].fd;
+			pfd[n].fd = cs.conns[i]->fd;
 			pfd[n].events =
-				cs.conns[i].connecting ? POLLOUT : POLLIN;
-			gen[n] = cs.conns[i].gen;
+				cs.conns[i]->connecting ? POLLOUT : POLLIN;
+			gen[n] = cs.conns[i]->gen;
 			map[n++] = i;
 		}
 		pthread_mutex_unlock(&cs.lock);
@@ -778,10 +926,10 @@ static void *chan_thread(void *arg)
 				pthread_mutex_lock(&cs.lock);
 			} else if (map[i] < -1) {
 				accept_on(pfd[i].fd);
-			} else if (cs.conns[map[i]].role == C_FREE ||
-				   cs.conns[map[i]].gen != gen[i]) {
+			} else if (cs.conns[map[i]]->role == C_FREE ||
+				   cs.conns[map[i]]->gen != gen[i]) {
 				continue; /* closed (and reused) meanwhile */
-			} else if (cs.conns[map[i]].connecting) {
+			} else if (cs.conns[map[i]]->connecting) {
 				conn_connected(map[i]);
 			} else {
 				conn_readable(map[i]);
@@ -797,6 +945,9 @@ static void *chan_thread(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&cs.lock);
+	free(pfd);
+	free(map);
+	free(gen);
 	return NULL;
 }
 
@@ -845,6 +996,23 @@ int r2cc_chan_watch(int fd, void (*ready)(int fd, void *arg), void *arg)
 	return ret;
 }
 
+/* The connections r2cc may hold: a quarter of the descriptors the
+ * process may open (its own work needs the rest), at least 16. */
+static int conn_budget(void)
+{
+	struct rlimit rl;
+	rlim_t n = 1024;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY)
+		n = rl.rlim_cur;
+	else if (!getrlimit(RLIMIT_NOFILE, &rl))
+		n = 1 << 20;
+	n /= 4;
+	if (n > MIG_CHAN_CONNS_MAX)
+		n = MIG_CHAN_CONNS_MAX;
+	return n < 16 ? 16 : (int)n;
+}
+
 static void after_fork_child(void)
 {
 	/* The thread is not in the child: the child runs unprotected, and
@@ -880,10 +1048,11 @@ int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
 	for (i = 0; i < cs.nrail; i++)
 		snprintf(cs.rail_if[i], sizeof(cs.rail_if[i]), "%s",
 			 cfg->rail_if[i] ? cfg->rail_if[i] : "");
-	for (i = 0; i < MAX_CONNS; i++) {
-		cs.conns[i].role = C_FREE;
-		cs.conns[i].res = -1;
-	}
+	cs.conn_max = conn_budget();
+	ret = -ENOMEM;
+	if (!atomic_load_explicit(&cs.peers.table, memory_order_relaxed) &&
+	    r2cc_map_init(&cs.peers))
+		goto fail;
 	ret = -EIO;
 	if (!cs.key.self)
 		goto fail;
@@ -941,12 +1110,20 @@ void r2cc_chan_stop(void)
 	wake();
 	pthread_join(cs.thread, NULL);
 	pthread_mutex_lock(&cs.lock);
-	for (i = 0; i < MAX_CONNS; i++) {
-		cs.conns[i].res = -1;
+	for (i = 0; i < cs.nconn; i++) {
+		cs.conns[i]->res = -1;
 		conn_close(i);
-		free(cs.conns[i].buf);
-		cs.conns[i].buf = NULL;
+		free(cs.conns[i]->buf);
+		free(cs.conns[i]);
 	}
+	free(cs.conns);
+	cs.conns = NULL;
+	cs.nconn = 0;
+	for (i = 0; i < cs.nres; i++)
+		free(cs.res[i]);
+	free(cs.res);
+	cs.res = NULL;
+	cs.nres = 0;
 	cs.nwatch = 0; /* the fds stay their owners' */
 	close(cs.rdv_fd);
 	close(cs.direct_fd);

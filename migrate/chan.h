@@ -17,6 +17,15 @@
 #include "ctrl_msg.h"
 
 #define MIG_CHAN_STEP_MS 2000 /* bound of each connect / reply wait */
+/* Budgets past which the channel refuses, says so once and counts
+ * (struct r2cc_chan_stats): peer processes remembered (each keeps its
+ * replay window), resolves waiting or under way, connections (also at
+ * most a quarter of RLIMIT_NOFILE's soft limit). A resolve that finds
+ * no connection to spare waits for one, up to MIG_CHAN_RES_WAIT_MS. */
+#define MIG_CHAN_PEERS_MAX 65536u
+#define MIG_CHAN_RES_MAX 65536
+#define MIG_CHAN_CONNS_MAX 65536
+#define MIG_CHAN_RES_WAIT_MS 30000
 
 struct r2cc_chan_hooks {
 	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */
@@ -82,6 +91,8 @@ int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m);
 struct r2cc_chan_stats {
 	struct r2cc_ctrl_stats rx;
 	uint64_t sent, send_fail, conn_ok, conn_fail, lookups_served;
+	/* refused past a budget (MIG_CHAN_*_MAX, the connections') */
+	uint64_t conn_budget, peer_budget, res_budget;
 };
 void r2cc_chan_get_stats(struct r2cc_chan_stats *st);
 

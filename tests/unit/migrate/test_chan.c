@@ -6,7 +6,8 @@
  * nobody owns ends the resolve with no peer, in bounded time. A peer with
  * two connections open (both processes dialled) stays reachable when one
  * of them closes. A LOOKUP the rendezvous took and never answered is
- * asked again on a fresh connection.
+ * asked again on a fresh connection. Hundreds of peers are each
+ * reachable; connections past the budget are refused and counted.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -433,5 +435,93 @@ Test(chan, full_send_buffer_is_waited_out)
 	pthread_join(t, NULL);
 	cr_assert_eq(r.got, r.want, "%d of %d frames, in order", r.got, r.want);
 	close(r.fd);
+	r2cc_chan_stop();
+}
+
+static void nofile(rlim_t soft)
+{
+	struct rlimit rl;
+
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < soft)
+		cr_skip_test("RLIMIT_NOFILE's hard limit is below %lu",
+			     (unsigned long)soft);
+	rl.rlim_cur = soft;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+}
+
+/* Hundreds of peer processes (an all-to-all job's): each one's channel
+ * opens, its frames reach the hooks, and ours reach it. */
+#define NPEERS 300
+Test(chan, hundreds_of_peers_each_reachable, .timeout = 60)
+{
+	struct r2cc_ctrl_key key = job_key();
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	static int fd[NPEERS];
+	struct r2cc_ctrl_msg m;
+	int i, len;
+
+	nofile(4 * (NPEERS + 64) + NPEERS);
+	msgs = 0;
+	start();
+	for (i = 0; i < NPEERS; i++)
+		fd[i] = fake_peer(&key, 0x7e5700000000ULL + (uint64_t)i, 1);
+	for (i = 0; i < NPEERS; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_KEEPALIVE;
+		m.hdr.sender = 0x7e5700000000ULL + (uint64_t)i;
+		m.hdr.receiver = r2cc_chan_self();
+		m.hdr.seq = 2;
+		m.keepalive_ns = (uint64_t)i;
+		len = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+		cr_assert_gt(len, 0);
+		cr_assert_eq(write(fd[i], buf, (size_t)len), len);
+	}
+	cr_assert(wait_for(&msgs, NPEERS), "%d of %d peers' frames", msgs,
+		  NPEERS);
+	for (i = 0; i < NPEERS; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_KEEPALIVE;
+		m.keepalive_ns = 1000 + (uint64_t)i;
+		cr_assert_eq(r2cc_chan_send(0x7e5700000000ULL + (uint64_t)i,
+					    &m),
+			     0, "peer %d not reachable", i);
+	}
+	for (i = 0; i < NPEERS; i++) {
+		read_frame(fd[i], &key, &m);
+		cr_assert_eq(m.keepalive_ns, 1000 + (uint64_t)i);
+		close(fd[i]);
+	}
+	r2cc_chan_stop();
+}
+
+/* Connections past the budget (a quarter of RLIMIT_NOFILE) are refused
+ * and counted, not taken from the program's descriptors. */
+Test(chan, connections_past_the_budget_are_refused_and_counted, .timeout = 30)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct r2cc_chan_stats st;
+	int fd[48], i, t;
+
+	nofile(128); /* a budget of 32 */
+	start();
+	a.sin_port = htons(r2cc_chan_port());
+	for (i = 0; i < 48; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		cr_assert_geq(fd[i], 0);
+		cr_assert_eq(connect(fd[i], (struct sockaddr *)&a, sizeof(a)),
+			     0);
+	}
+	for (t = 0; t < 100; t++) {
+		r2cc_chan_get_stats(&st);
+		if (st.conn_budget >= 16)
+			break;
+		usleep(50 * 1000);
+	}
+	cr_assert_eq(st.conn_budget, 16, "%llu refused",
+		     (unsigned long long)st.conn_budget);
+	for (i = 0; i < 48; i++)
+		close(fd[i]);
 	r2cc_chan_stop();
 }
