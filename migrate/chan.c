@@ -275,6 +275,7 @@ static int conn_new(int fd, enum conn_role role, int res)
 		return i;
 	}
 	cs.st.conn_budget++;
+	r2cc_status_refused(R2CC_REFUSE_CTRL_CONN);
 	if (!cs.conns_said)
 		r2cc_warn("control channel: %d connections open, its budget "
 			  "(a quarter of RLIMIT_NOFILE): further resolves "
@@ -311,6 +312,7 @@ static struct peer *peer_get(uint64_t id)
 		free(p);
 	}
 	cs.st.peer_budget++;
+	r2cc_status_refused(R2CC_REFUSE_CTRL_PEER);
 	if (!cs.peers_said)
 		r2cc_warn("control channel: %u peer processes remembered "
 			  "(budget %u): frames of others are dropped",
@@ -533,6 +535,7 @@ static int res_slot(void)
 	if (r < cs.nres)
 		return r;
 	cs.st.res_budget++;
+	r2cc_status_refused(R2CC_REFUSE_RESOLVE);
 	if (!cs.res_said)
 		r2cc_warn("control channel: %d resolves under way (budget "
 			  "%d): a QP past them runs unprotected",

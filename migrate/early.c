@@ -67,6 +67,7 @@ static void dropped(const struct r2cc_ctrl_qp_bind *b, const char *why)
 {
 	/* One line at warning level, the rest at debug: a flood of them
 	 * is one cause. */
+	r2cc_status_refused(R2CC_REFUSE_EARLY_BIND);
 	if (!ps.early_dropped++)
 		r2cc_warn("peer QP %#x's bind to QP %#x dropped (%s): that "
 			  "connection runs unprotected (counted; further "

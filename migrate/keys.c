@@ -90,6 +90,7 @@ void r2cc_mig_keys_put(uint64_t peer, int rail, uint32_t rkey,
 		return;
 	if (!r2cc_map_lookup(&pk->keys, k) && pk->nkeys >= MIG_PEER_KEYS_MAX) {
 		atomic_fetch_add(&ps.keys_dropped, 1);
+		r2cc_status_refused(R2CC_REFUSE_PEER_KEYS);
 		if (!pk->full_said)
 			r2cc_warn("peer %016llx: more than %u memory keys, "
 				  "those past them not kept (a move needing "

@@ -270,6 +270,27 @@ struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 	return NULL;
 }
 
+_Static_assert(R2CC_REFUSE_N <= R2CC_REFUSE_SLOTS, "refusals' room");
+
+const char *r2cc_refusal_name(unsigned int why)
+{
+	static const char *const n[R2CC_REFUSE_N] = {
+		[R2CC_REFUSE_EARLY_BIND] = "early_binds",
+		[R2CC_REFUSE_PEER_KEYS] = "peer_keys",
+		[R2CC_REFUSE_CTRL_CONN] = "ctrl_conns",
+		[R2CC_REFUSE_CTRL_PEER] = "ctrl_peers",
+		[R2CC_REFUSE_RESOLVE] = "resolves",
+	};
+
+	return why < R2CC_REFUSE_N ? n[why] : NULL;
+}
+
+void r2cc_status_refused(enum r2cc_refusal why)
+{
+	if (ws.hdr && (unsigned int)why < R2CC_REFUSE_N)
+		atomic_fetch_add(&ws.hdr->refused[why], 1);
+}
+
 void r2cc_status_ctrl(uint64_t id, uint16_t port)
 {
 	if (!ws.hdr)

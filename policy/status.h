@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define R2CC_STATUS_VERSION 4
+#define R2CC_STATUS_VERSION 5
 #define R2CC_STATUS_MAGIC "r2ccstat"
 #define R2CC_STATUS_RAILS 16
 #define R2CC_STATUS_QPS 4096 /* QP slots per process */
@@ -99,6 +99,24 @@ struct r2cc_status_qp {
 	_Atomic uint64_t moves;
 };
 
+/*
+ * What r2cc refused past one of its budgets (each also said once in the
+ * log): a protection it could not give, or a peer's request it did not
+ * keep. r2cc-ctl stats and metrics show them by name.
+ */
+enum r2cc_refusal {
+	R2CC_REFUSE_EARLY_BIND, /* a peer's QP_BIND before our RTR */
+	R2CC_REFUSE_PEER_KEYS, /* a peer's memory keys past its budget */
+	R2CC_REFUSE_CTRL_CONN, /* a control connection (RLIMIT_NOFILE / 4) */
+	R2CC_REFUSE_CTRL_PEER, /* a peer process past those remembered */
+	R2CC_REFUSE_RESOLVE, /* a QP's resolve past those under way */
+	R2CC_REFUSE_N
+};
+#define R2CC_REFUSE_SLOTS 8 /* room in the record, >= R2CC_REFUSE_N */
+/* "early_binds", ...: the JSON key and metric label of @why; NULL past
+ * the last. */
+const char *r2cc_refusal_name(unsigned int why);
+
 /* The record: a header, then the rails, then the QP slots. Every size and
  * offset is in the header, so a reader can check it before using it. */
 struct r2cc_status_hdr {
@@ -123,6 +141,8 @@ struct r2cc_status_hdr {
 	_Atomic uint64_t ctrl_id;
 	_Atomic uint32_t ctrl_port;
 	uint32_t rsv2;
+	/* What r2cc refused past a budget, by enum r2cc_refusal */
+	_Atomic uint64_t refused[R2CC_REFUSE_SLOTS];
 };
 
 /* Writer (the shim). All return 0 or -errno unless said otherwise. */
@@ -145,6 +165,8 @@ void r2cc_status_event(int rail, uint32_t state, uint32_t cause);
  * Any thread; a no-op when the record is not open.
  */
 void r2cc_status_qp_event(const struct r2cc_status_event *ev);
+/* One more of @why refused (any thread; a no-op when not open). */
+void r2cc_status_refused(enum r2cc_refusal why);
 /* This process's control endpoint, for the node's rendezvous. */
 void r2cc_status_ctrl(uint64_t id, uint16_t port);
 /**

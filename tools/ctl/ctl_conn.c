@@ -242,6 +242,18 @@ static void fam_failovers(const struct r2cc_status_snap *s)
 	}
 }
 
+static void fam_refused(const struct r2cc_status_snap *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < R2CC_REFUSE_N; i++) {
+		printf("r2cc_refused_total{pid=\"%d\",comm=\"", s->hdr.pid);
+		label(s->hdr.comm);
+		printf("\",reason=\"%s\"} %llu\n", r2cc_refusal_name(i),
+		       (unsigned long long)s->hdr.refused[i]);
+	}
+}
+
 static const struct family {
 	const char *name, *type, *help;
 	void (*fn)(const struct r2cc_status_snap *s);
@@ -265,6 +277,9 @@ static const struct family {
 	  fam_rail_up },
 	{ "r2cc_rail_down_events_total", "counter",
 	  "Times the process saw the rail go down.", fam_rail_downs },
+	{ "r2cc_refused_total", "counter",
+	  "What r2cc refused past one of its budgets, by reason.",
+	  fam_refused },
 };
 
 int metrics_main(int argc, char **argv)

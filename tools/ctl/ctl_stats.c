@@ -2,7 +2,8 @@
 /*
  * ctl_stats.c - r2cc-ctl stats [show] [pid PID]: one line (or JSON object)
  * per process running r2cc, its QP slots' counters summed: work requests,
- * completions, errors, bytes, QPs by protection state, failovers, replay.
+ * completions, errors, bytes, QPs by protection state, failovers, replay;
+ * and what it refused past a budget, by reason.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,27 @@ static const char *const prot_fmt[R2CC_PROT_NSTATES] = {
 	" migrated %lld", " failed %lld)",
 };
 
+/* What was refused past a budget: in JSON every reason, as text the
+ * total and then each reason that counted. */
+static void print_refused(const struct r2cc_status_snap *s)
+{
+	char key[48], fmt[48];
+	long long all = 0;
+	unsigned int i;
+
+	for (i = 0; i < R2CC_REFUSE_N; i++)
+		all += (long long)s->hdr.refused[i];
+	if (!ctl.json)
+		pr_int(NULL, " refused %lld", all);
+	for (i = 0; i < R2CC_REFUSE_N; i++) {
+		if (!ctl.json && !s->hdr.refused[i])
+			continue;
+		snprintf(key, sizeof(key), "refused_%s", r2cc_refusal_name(i));
+		snprintf(fmt, sizeof(fmt), " (%s %%lld)", r2cc_refusal_name(i));
+		pr_int(key, fmt, (long long)s->hdr.refused[i]);
+	}
+}
+
 static void print_proc(const struct r2cc_status_snap *s)
 {
 	struct totals t = { 0 };
@@ -60,6 +82,7 @@ static void print_proc(const struct r2cc_status_snap *s)
 	for (i = 0; i < R2CC_PROT_NSTATES; i++)
 		pr_int(prot_key[i], prot_fmt[i], (long long)t.prot[i]);
 	pr_int("qp_overflow", " overflow %lld", (long long)s->hdr.qp_overflow);
+	print_refused(s);
 	pr_int("posted", " posted %lld", (long long)t.posted);
 	pr_int("posted_recv", " recv %lld", (long long)t.posted_recv);
 	pr_int("polled", " completions %lld", (long long)t.polled);
