@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan_conn.c - the control channel's connections: slots made as needed
+ * within their budget, non-blocking connects, framing both ways, HELLO,
+ * the peer processes heard from, and the frames handed to the owner.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "chan_conn.h"
+#include "chan_res.h"
+
+static void sock_opts(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* A frame buffer's first size: most frames are far smaller than the
+ * largest (R2CC_CTRL_FRAME_MAX), grown to that when one needs it. */
+#define CONN_BUF 4096
+
+/* Slot @i exists: 0, or -ENOMEM. */
+static int conn_slot(int i)
+{
+	struct conn **a;
+	int n;
+
+	if (i < cs.nconn)
+		return 0;
+	n = cs.nconn ? 2 * cs.nconn : 16;
+	if (n > cs.conn_max)
+		n = cs.conn_max;
+	a = reallocarray(cs.conns, (size_t)n, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	cs.conns = a;
+	for (; cs.nconn < n; cs.nconn++) {
+		a[cs.nconn] = calloc(1, sizeof(**a));
+		if (!a[cs.nconn])
+			return i < cs.nconn ? 0 : -ENOMEM;
+		a[cs.nconn]->role = C_FREE;
+		a[cs.nconn]->fd = -1;
+		a[cs.nconn]->res = -1;
+	}
+	return 0;
+}
+
+static int conn_new(int fd, enum conn_role role, int res)
+{
+	int i;
+
+	for (i = 0; i < cs.conn_max; i++) {
+		struct conn *c;
+
+		if (conn_slot(i))
+			return -ENOMEM;
+		c = cs.conns[i];
+		if (c->role != C_FREE)
+			continue;
+		if (!c->buf) {
+			c->buf = malloc(CONN_BUF);
+			c->cap = CONN_BUF;
+		}
+		if (!c->buf)
+			return -ENOMEM;
+		c->role = role;
+		c->fd = fd;
+		c->gen++;
+		c->connecting = false;
+		c->peer = 0;
+		c->res = res;
+		c->have = 0;
+		c->deadline_ns = chan_now_ns() + MIG_CHAN_STEP_MS * 1000000ULL;
+		return i;
+	}
+	cs.st.conn_budget++;
+	r2cc_status_refused(R2CC_REFUSE_CTRL_CONN);
+	if (!cs.conns_said)
+		r2cc_warn("control channel: %d connections open, its budget "
+			  "(a quarter of RLIMIT_NOFILE): further resolves "
+			  "wait, new peers' calls are refused",
+			  cs.conn_max);
+	cs.conns_said = true;
+	return -EMFILE;
+}
+
+struct peer *chan_peer_find(uint64_t id)
+{
+	if (id < R2CC_MAP_KEY_MIN)
+		return NULL;
+	return r2cc_map_lookup(&cs.peers, (uintptr_t)id);
+}
+
+/* @id's, remembered from now on; NULL: past MIG_CHAN_PEERS_MAX, or no
+ * memory (said once, counted). */
+static struct peer *peer_get(uint64_t id)
+{
+	struct peer *p = chan_peer_find(id);
+
+	if (p || id < R2CC_MAP_KEY_MIN)
+		return p;
+	if (cs.npeers < MIG_CHAN_PEERS_MAX && (p = calloc(1, sizeof(*p)))) {
+		p->id = id;
+		p->conn = -1;
+		if (!r2cc_map_insert(&cs.peers, (uintptr_t)id, p)) {
+			p->next = cs.peer_list;
+			cs.peer_list = p;
+			cs.npeers++;
+			return p;
+		}
+		free(p);
+	}
+	cs.st.peer_budget++;
+	r2cc_status_refused(R2CC_REFUSE_CTRL_PEER);
+	if (!cs.peers_said)
+		r2cc_warn("control channel: %u peer processes remembered "
+			  "(budget %u): frames of others are dropped",
+			  cs.npeers, MIG_CHAN_PEERS_MAX);
+	cs.peers_said = true;
+	return NULL;
+}
+
+/* Another open connection to @peer than @i, or -1. Two processes that
+ * resolve each other at once each dial the other: both channels open, and
+ * the peer stays reachable while either does. */
+static int other_open(uint64_t peer, int i)
+{
+	int j;
+
+	for (j = 0; j < cs.nconn; j++)
+		if (j != i && cs.conns[j]->role == C_OPEN &&
+		    cs.conns[j]->peer == peer)
+			return j;
+	return -1;
+}
+
+void chan_conn_close(int i)
+{
+	struct conn *c = cs.conns[i];
+	struct peer *p;
+
+	if (c->role == C_FREE)
+		return;
+	r2cc_dbg("control connection %d (role %d) closed", i, c->role);
+	close(c->fd);
+	p = c->role == C_OPEN ? chan_peer_find(c->peer) : NULL;
+	if (p && p->conn == i)
+		p->conn = other_open(p->id, i);
+	if (c->res >= 0 && c->role == C_LOOKUP && !c->connecting &&
+	    cs.res[c->res]->tries < LOOKUP_TRIES) {
+		/* Connected and asked, and no answer: the listener that took
+		 * it belongs to a process that serves no more (one stuck
+		 * exiting keeps its place in the port's SO_REUSEPORT group).
+		 * A fresh connection is likely another listener's: ask again
+		 * (chan_expire() dials it). */
+		cs.res[c->res]->started = false;
+	} else if (c->res >= 0 && c->role != C_OPEN) {
+		chan_res_end(c->res, 0);
+	}
+	c->role = C_FREE;
+	c->fd = -1;
+	if (c->cap > CONN_BUF) { /* a large frame's room: not kept */
+		free(c->buf);
+		c->buf = NULL;
+		c->cap = 0;
+	}
+}
+
+/* Connect (non-blocking) to @a; the conn waits for POLLOUT. */
+int chan_conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role, int res)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(a->port) };
+	int fd, i;
+
+	if (a->family != 4)
+		return -EAFNOSUPPORT;
+	memcpy(&sin.sin_addr, a->addr, 4);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	sock_opts(fd);
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
+	    errno != EINPROGRESS) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	i = conn_new(fd, role, res);
+	if (i < 0) {
+		close(fd);
+		return i;
+	}
+	cs.conns[i]->connecting = true;
+	return i;
+}
+
+/* Room in @fd's send buffer by @end_ns (chan_now_ns()), or false. */
+static bool wait_writable(int fd, uint64_t end_ns)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	uint64_t now = chan_now_ns();
+
+	if (now >= end_ns)
+		return false;
+	return poll(&p, 1, (int)((end_ns - now + 999999) / 1000000)) > 0;
+}
+
+/* Encode and write one frame; the lock is held. The sockets do not block:
+ * a full send buffer (a burst of failovers, a peer slow to read) is
+ * waited out, for MIG_CHAN_STEP_MS at most, not taken for a dead peer. */
+int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
+{
+	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
+	struct conn *c = cs.conns[i];
+	uint64_t end = 0; /* set at the first full buffer */
+	size_t off = 0;
+	int len;
+
+	m->hdr.sender = cs.key.self;
+	len = r2cc_ctrl_encode(&cs.key, m, frame, sizeof(frame));
+	if (len < 0)
+		return len;
+	while (off < (size_t)len) {
+		ssize_t n = send(c->fd, frame + off, (size_t)len - off,
+				 MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!end)
+				end = chan_now_ns() +
+				      MIG_CHAN_STEP_MS * 1000000ULL;
+			if (wait_writable(c->fd, end))
+				continue;
+		}
+		if (n <= 0) {
+			cs.st.send_fail++;
+			return -EIO;
+		}
+		off += (size_t)n;
+	}
+	cs.st.sent++;
+	return 0;
+}
+
+static void send_hello(int i, uint64_t to)
+{
+	struct r2cc_ctrl_msg m;
+	int n;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_HELLO;
+	m.hdr.receiver = to;
+	m.hdr.seq = ++cs.seq;
+	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
+	m.hello.pid = (uint32_t)cs.pid;
+	n = r2cc_chan_addrs(m.hello.addr, R2CC_CTRL_MAX_ADDRS, cs.direct_port);
+	m.hello.naddr = n > 0 ? (uint8_t)n : 0;
+	if (chan_conn_write(i, &m))
+		chan_conn_close(i);
+}
+
+/* A peer's HELLO: remember its addresses; the connection is open. */
+static void got_hello(int i, const struct r2cc_ctrl_msg *m)
+{
+	struct conn *c = cs.conns[i];
+	struct peer *p = peer_get(m->hdr.sender);
+
+	if (!p) {
+		chan_conn_close(i);
+		return;
+	}
+	p->pid = m->hello.pid;
+	p->naddr = m->hello.naddr;
+	memcpy(p->addr, m->hello.addr, sizeof(p->addr));
+	if (c->role == C_ACCEPTED)
+		send_hello(i, m->hdr.sender);
+	if (c->role == C_FREE)
+		return;
+	if (p->conn >= 0 && p->conn != i)
+		r2cc_dbg("peer %016llx: a second channel",
+			 (unsigned long long)p->id);
+	p->conn = i;
+	c->peer = p->id;
+	c->deadline_ns = 0;
+	if (c->role == C_HELLO && c->res >= 0) {
+		int r = c->res;
+
+		c->role = C_OPEN;
+		chan_res_end(r, p->id);
+		return;
+	}
+	c->role = C_OPEN;
+}
+
+/* One whole frame from connection @i. */
+static void got_frame(int i, const uint8_t *buf, size_t len)
+{
+	struct conn *c = cs.conns[i];
+	struct r2cc_ctrl_msg *m = malloc(sizeof(*m));
+	struct peer *p;
+	int rc;
+
+	if (!m) {
+		chan_conn_close(i);
+		return;
+	}
+	rc = r2cc_ctrl_decode(&cs.key, buf, len, m);
+	if (!rc) {
+		p = peer_get(m->hdr.sender);
+		rc = p ? r2cc_ctrl_replay_accept(&p->win, m->hdr.seq) : -ENOMEM;
+	}
+	r2cc_ctrl_count(&cs.st.rx, rc);
+	if (rc) {
+		r2cc_warn("control frame dropped: %s", strerror(-rc));
+		chan_conn_close(i); /* a stream out of step cannot recover */
+		goto out;
+	}
+	switch (m->hdr.type) {
+	case R2CC_CTRL_HELLO:
+		if (c->role == C_ACCEPTED || c->role == C_HELLO)
+			got_hello(i, m);
+		break;
+	case R2CC_CTRL_LOOKUP:
+		if (c->role == C_ACCEPTED)
+			chan_serve_lookup(i, m);
+		break;
+	case R2CC_CTRL_LOOKUP_REPLY:
+		if (c->role == C_LOOKUP)
+			chan_got_reply(i, m);
+		break;
+	default:
+		if (c->role != C_OPEN || c->peer != m->hdr.sender)
+			break;
+		pthread_mutex_unlock(&cs.lock);
+		cs.hooks.on_msg(m->hdr.sender, m);
+		pthread_mutex_lock(&cs.lock);
+	}
+out:
+	free(m);
+}
+
+void chan_conn_readable(int i)
+{
+	struct conn *c = cs.conns[i];
+	uint32_t gen = c->gen;
+
+	for (;;) {
+		ssize_t n;
+		int flen;
+
+		flen = r2cc_ctrl_frame_len(c->buf, c->have);
+		if (flen > 0 && c->have >= (size_t)flen) {
+			got_frame(i, c->buf, (size_t)flen);
+			if (c->role == C_FREE || c->gen != gen)
+				return; /* closed, perhaps reused */
+			memmove(c->buf, c->buf + flen, c->have - (size_t)flen);
+			c->have -= (size_t)flen;
+			continue;
+		}
+		if (flen < 0 && flen != -EAGAIN) {
+			r2cc_ctrl_count(&cs.st.rx, flen);
+			chan_conn_close(i);
+			return;
+		}
+		if (flen > 0 && (size_t)flen > c->cap) {
+			/* a frame larger than the room: grown for it */
+			uint8_t *b = realloc(c->buf, (size_t)flen);
+
+			if (!b) {
+				chan_conn_close(i);
+				return;
+			}
+			c->buf = b;
+			c->cap = (size_t)flen;
+		}
+		n = recv(c->fd, c->buf + c->have, c->cap - c->have,
+			 MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			chan_conn_close(i);
+			return;
+		}
+		c->have += (size_t)n;
+	}
+}
+
+/* A non-blocking connect finished: send the first frame. */
+void chan_conn_connected(int i)
+{
+	struct conn *c = cs.conns[i];
+	struct r2cc_ctrl_msg m;
+	socklen_t sl = sizeof(int);
+	int err = 0;
+
+	getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+	c->connecting = false;
+	if (err) {
+		r2cc_dbg("control connect: %s", strerror(err));
+		int r = c->res;
+		bool hello = c->role == C_HELLO;
+
+		c->res = -1;
+		chan_conn_close(i);
+		if (r >= 0 && hello)
+			chan_res_next_addr(r);
+		else if (r >= 0)
+			chan_res_end(r, 0);
+		return;
+	}
+	if (c->role == C_HELLO) {
+		send_hello(i,
+			   c->res >= 0 ? cs.res[c->res]->owner : R2CC_CTRL_ANY);
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_LOOKUP;
+	m.hdr.receiver = R2CC_CTRL_ANY;
+	m.hdr.seq = ++cs.seq;
+	m.lookup = cs.res[c->res]->q;
+	if (chan_conn_write(i, &m))
+		chan_conn_close(i);
+}
+
+void chan_accept_on(int lfd)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0)
+			return;
+		sock_opts(fd);
+		if (conn_new(fd, C_ACCEPTED, -1) < 0)
+			close(fd);
+	}
+}
+
+void chan_expire(uint64_t now)
+{
+	int i;
+
+	for (i = 0; i < cs.nconn; i++) {
+		struct conn *c = cs.conns[i];
+
+		if (c->role == C_FREE || !c->deadline_ns ||
+		    now < c->deadline_ns)
+			continue;
+		if (c->role == C_HELLO && c->res >= 0) {
+			int r = c->res;
+
+			c->res = -1;
+			chan_conn_close(i);
+			chan_res_next_addr(r);
+			continue;
+		}
+		chan_conn_close(i);
+	}
+	for (i = 0; i < cs.nres; i++)
+		if (cs.res[i]->used && !cs.res[i]->started)
+			chan_res_start(i);
+}

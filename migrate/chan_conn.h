@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan_conn.h - the control channel's connections and frames
+ * (chan_conn.c). All with cs.lock held.
+ */
+#ifndef R2CC_MIG_CHAN_CONN_H
+#define R2CC_MIG_CHAN_CONN_H
+
+#include "chan_int.h"
+
+/* The peer process @id, or NULL if none was heard from. */
+struct peer *chan_peer_find(uint64_t id);
+/* Connection @i closed and its slot freed; its resolve told (or asked
+ * again, for a LOOKUP the rendezvous never answered). */
+void chan_conn_close(int i);
+/* A non-blocking connect to @a for @role (serving resolve @res, or -1):
+ * the connection's index, or -errno (-EMFILE: past the budget). */
+int chan_conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role,
+		   int res);
+/* @m encoded and written whole on connection @i, a full send buffer
+ * waited out for MIG_CHAN_STEP_MS at most: 0, or -EIO. */
+int chan_conn_write(int i, struct r2cc_ctrl_msg *m);
+/* The thread's: connection @i readable (its frames handled), its connect
+ * finished, a listener's calls accepted, deadlines passed. */
+void chan_conn_readable(int i);
+void chan_conn_connected(int i);
+void chan_accept_on(int lfd);
+void chan_expire(uint64_t now);
+
+#endif /* R2CC_MIG_CHAN_CONN_H */

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan_int.h - what the control channel's files share: its one state
+ * (cs, under cs.lock: every field), connections, peers and resolves.
+ * chan.c: addresses, listeners, the thread and the API; chan_conn.c:
+ * connections and frames; chan_res.c: resolves and LOOKUPs.
+ */
+#ifndef R2CC_MIG_CHAN_INT_H
+#define R2CC_MIG_CHAN_INT_H
+
+#include <net/if.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chan.h"
+#include "map.h"
+#include "policy.h"
+
+#define TICK_MS 200
+#define MAX_WATCH 16
+/* LOOKUPs a resolve may send, each on a fresh connection, while the
+ * rendezvous accepts them and answers none (see chan_conn_close()) */
+#define LOOKUP_TRIES 3
+
+enum conn_role {
+	C_FREE,
+	C_ACCEPTED, /* a peer called us: LOOKUP or HELLO first */
+	C_LOOKUP, /* we ask a rendezvous */
+	C_HELLO, /* we open a direct channel */
+	C_OPEN, /* HELLO exchanged: frames go to the owner's hooks */
+};
+
+struct conn {
+	enum conn_role role;
+	int fd;
+	uint32_t gen; /* new at each use of the slot: handlers that may
+		       * close and reuse it compare */
+	bool connecting; /* non-blocking connect in progress */
+	uint64_t peer; /* once known */
+	int res; /* the resolve this connection serves, or -1 */
+	uint64_t deadline_ns; /* for connect and the reply; 0 when open */
+	uint8_t *buf; /* cap bytes: CONN_BUF, up to R2CC_CTRL_FRAME_MAX */
+	size_t have, cap;
+};
+
+struct peer {
+	uint64_t id; /* 0: free */
+	struct r2cc_ctrl_replay win; /* its seqs we accepted */
+	struct peer *next; /* cs.peer_list */
+	int conn; /* open connection, or -1 */
+	uint32_t pid;
+	int naddr;
+	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
+};
+
+struct res {
+	bool used, started;
+	uint64_t since_ns; /* asked for (a start may wait for a connection) */
+	int tries; /* rendezvous connections dialled */
+	uint64_t cookie;
+	struct r2cc_ctrl_qp_ref q;
+	uint64_t owner;
+	int naddr, next; /* the owner's addresses, the next to try */
+	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
+};
+
+struct chan_state {
+	pthread_mutex_t lock; /* everything below */
+	bool running;
+	pid_t pid;
+	pthread_t thread;
+	int wake_fd, rdv_fd, direct_fd;
+	uint16_t rdv_port, direct_port;
+	struct r2cc_ctrl_key key;
+	struct r2cc_chan_hooks hooks;
+	char pref_if[IF_NAMESIZE];
+	char rail_if[R2CC_CTRL_RAIL_MAX][IF_NAMESIZE];
+	int nrail;
+	/* Connections and resolves: slots made as needed, kept and reused;
+	 * their indices stay valid. conn_max: the connections' budget. */
+	struct conn **conns;
+	int nconn, conn_max;
+	struct res **res;
+	int nres;
+	/* Every peer process heard from (its replay window outlives its
+	 * connections), by id */
+	struct r2cc_map peers;
+	struct peer *peer_list;
+	unsigned int npeers;
+	bool conns_said, peers_said, res_said;
+	/* Our last seq, to every peer: each sees it increase (with gaps),
+	 * which is all its replay window needs. */
+	uint64_t seq;
+	struct r2cc_chan_stats st;
+	/* Other fds the thread serves (r2cc_chan_watch()) */
+	struct watch {
+		int fd;
+		void (*ready)(int fd, void *arg);
+		void *arg;
+	} watch[MAX_WATCH];
+	int nwatch;
+};
+extern struct chan_state cs;
+
+static inline uint64_t chan_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The thread out of its poll. */
+static inline void chan_wake(void)
+{
+	uint64_t one = 1;
+	ssize_t n = write(cs.wake_fd, &one, sizeof(one));
+
+	(void)n; /* a full counter wakes the thread anyway */
+}
+
+#endif /* R2CC_MIG_CHAN_INT_H */

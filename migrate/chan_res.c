@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan_res.c - the control channel's resolves: which process owns a
+ * (GID, QPN), asked with a LOOKUP of its node's rendezvous port (whichever
+ * r2cc process there accepted answers from the node's status records),
+ * then a direct channel opened to the owner; and the LOOKUPs we answer.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan_conn.h"
+#include "chan_res.h"
+
+void chan_res_end(int r, uint64_t peer)
+{
+	struct res *x = cs.res[r];
+	uint64_t cookie = x->cookie;
+	int i;
+
+	if (!x->used)
+		return;
+	r2cc_dbg("resolve of QP %#x: %s %016llx", x->q.qpn,
+		 peer ? "owner" : "no owner", (unsigned long long)peer);
+	x->used = false;
+	for (i = 0; i < cs.nconn; i++)
+		if (cs.conns[i]->res == r)
+			cs.conns[i]->res = -1;
+	if (!peer)
+		cs.st.conn_fail++;
+	else
+		cs.st.conn_ok++;
+	pthread_mutex_unlock(&cs.lock);
+	cs.hooks.on_resolved(cookie, peer);
+	pthread_mutex_lock(&cs.lock);
+}
+
+/* Dial the owner's next address, or give up. */
+void chan_res_next_addr(int r)
+{
+	struct res *x = cs.res[r];
+
+	while (x->next < x->naddr) {
+		if (chan_conn_dial(&x->addr[x->next++], C_HELLO, r) >= 0)
+			return;
+	}
+	chan_res_end(r, 0);
+}
+
+void chan_res_start(int r)
+{
+	struct res *x = cs.res[r];
+	struct r2cc_ctrl_addr a = { .family = 4, .port = cs.rdv_port };
+	static const uint8_t v4map[12] = { [10] = 0xff, [11] = 0xff };
+	int ret;
+
+	x->started = true;
+	x->tries++;
+	if (memcmp(x->q.gid, v4map, sizeof(v4map))) {
+		r2cc_info("QP %#x: peer GID is not IPv4-mapped RoCE: "
+			  "no control channel",
+			  x->q.qpn);
+		chan_res_end(r, 0);
+		return;
+	}
+	memcpy(a.addr, x->q.gid + 12, 4);
+	ret = chan_conn_dial(&a, C_LOOKUP, r);
+	if ((ret == -EMFILE || ret == -ENFILE) &&
+	    chan_now_ns() - x->since_ns < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
+		x->started = false; /* no connection to spare: later */
+		x->tries--;
+	} else if (ret < 0) {
+		chan_res_end(r, 0);
+	}
+}
+
+/* A free resolve slot (grown as needed), or -1: past MIG_CHAN_RES_MAX,
+ * or no memory (said once, counted). */
+static int res_slot(void)
+{
+	struct res **a;
+	int r, n;
+
+	for (r = 0; r < cs.nres; r++)
+		if (!cs.res[r]->used)
+			return r;
+	n = cs.nres ? 2 * cs.nres : 64;
+	if (n > MIG_CHAN_RES_MAX)
+		n = MIG_CHAN_RES_MAX;
+	a = n > cs.nres ? reallocarray(cs.res, (size_t)n, sizeof(*a)) : NULL;
+	if (a) {
+		cs.res = a;
+		for (; cs.nres < n && (a[cs.nres] = calloc(1, sizeof(**a)));
+		     cs.nres++)
+			;
+	}
+	if (r < cs.nres)
+		return r;
+	cs.st.res_budget++;
+	r2cc_status_refused(R2CC_REFUSE_RESOLVE);
+	if (!cs.res_said)
+		r2cc_warn("control channel: %d resolves under way (budget "
+			  "%d): a QP past them runs unprotected",
+			  cs.nres, MIG_CHAN_RES_MAX);
+	cs.res_said = true;
+	return -1;
+}
+
+int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie)
+{
+	int r, ret = -ENOMEM;
+
+	pthread_mutex_lock(&cs.lock);
+	if (!cs.running) {
+		ret = -ENOTCONN;
+		goto out;
+	}
+	r = res_slot();
+	if (r >= 0) {
+		memset(cs.res[r], 0, sizeof(*cs.res[r]));
+		cs.res[r]->used = true;
+		cs.res[r]->since_ns = chan_now_ns();
+		cs.res[r]->cookie = cookie;
+		cs.res[r]->q = *q;
+		ret = 0;
+	}
+out:
+	pthread_mutex_unlock(&cs.lock);
+	if (!ret)
+		chan_wake();
+	return ret;
+}
+
+void chan_serve_lookup(int i, const struct r2cc_ctrl_msg *m)
+{
+	struct r2cc_ctrl_msg rep;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.hdr.type = R2CC_CTRL_LOOKUP_REPLY;
+	rep.hdr.receiver = m->hdr.sender;
+	rep.lookup_reply.what = m->lookup;
+	pthread_mutex_unlock(&cs.lock);
+	cs.hooks.lookup(&m->lookup, &rep.lookup_reply);
+	pthread_mutex_lock(&cs.lock);
+	rep.hdr.seq = ++cs.seq;
+	cs.st.lookups_served++;
+	if (!rep.lookup_reply.found)
+		rep.lookup_reply.naddr = 0;
+	if (cs.conns[i]->role != C_FREE && chan_conn_write(i, &rep))
+		chan_conn_close(i);
+}
+
+void chan_got_reply(int i, const struct r2cc_ctrl_msg *m)
+{
+	const struct r2cc_ctrl_lookup_reply *lr = &m->lookup_reply;
+	struct conn *c = cs.conns[i];
+	struct res *x = c->res >= 0 ? cs.res[c->res] : NULL;
+	struct peer *p;
+	int r = c->res;
+
+	if (!x || lr->what.qpn != x->q.qpn ||
+	    memcmp(lr->what.gid, x->q.gid, 16)) {
+		chan_conn_close(i);
+		return;
+	}
+	c->res = -1;
+	chan_conn_close(i); /* the rendezvous is done with */
+	if (!lr->found || !lr->owner) {
+		chan_res_end(r, 0);
+		return;
+	}
+	x->owner = lr->owner;
+	p = chan_peer_find(lr->owner);
+	if (p && p->conn >= 0) {
+		chan_res_end(r, p->id);
+		return;
+	}
+	x->naddr = lr->naddr;
+	memcpy(x->addr, lr->addr, sizeof(x->addr));
+	x->next = 0;
+	chan_res_next_addr(r);
+}

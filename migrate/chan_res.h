@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chan_res.h - the control channel's resolves: which process owns a
+ * (GID, QPN), asked of its node's rendezvous (chan_res.c). All with
+ * cs.lock held.
+ */
+#ifndef R2CC_MIG_CHAN_RES_H
+#define R2CC_MIG_CHAN_RES_H
+
+#include "chan_int.h"
+
+/* Resolve @r done: its owner @peer (0: none); the hook told, the lock
+ * dropped meanwhile. */
+void chan_res_end(int r, uint64_t peer);
+/* Dial the owner's next address, or give the resolve up. */
+void chan_res_next_addr(int r);
+/* Dial the rendezvous of the GID's node (a resolve that finds no
+ * connection to spare waits, up to MIG_CHAN_RES_WAIT_MS). */
+void chan_res_start(int r);
+/* A LOOKUP on connection @i answered (the lock dropped for the hook). */
+void chan_serve_lookup(int i, const struct r2cc_ctrl_msg *m);
+/* A LOOKUP_REPLY on connection @i: the owner dialled, or the end. */
+void chan_got_reply(int i, const struct r2cc_ctrl_msg *m);
+
+#endif /* R2CC_MIG_CHAN_RES_H */
