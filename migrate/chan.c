@@ -376,6 +376,9 @@ void r2cc_chan_stop(void)
 	for (i = 0; i < cs.nconn; i++) {
 		cs.conns[i]->res = -1;
 		chan_conn_close(i);
+	}
+	/* (apart: a close looks at the other connections) */
+	for (i = 0; i < cs.nconn; i++) {
 		free(cs.conns[i]->buf);
 		free(cs.conns[i]);
 	}
