@@ -22,6 +22,7 @@
 #include "mig_int.h"
 #include "module.h"
 #include "objects.h"
+#include "paths.h"
 #include "probe.h"
 #include "rebind.h"
 #include "standby.h"
@@ -250,24 +251,18 @@ bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq)
 	return true;
 }
 
-/* Successful completions so far of the other READY QPs of this process
- * on @mq's path (same rail and ends): a hint, their state read without
- * their locks (ps.lock and mq lock held). */
-static uint64_t path_ok(const struct r2cc_mig_qp *mq)
+/* Successful completions so far of the READY QPs of this process on
+ * @mq's path (same rail and ends), counted at most once a tick (*@counted):
+ * a hint, their state read without their locks (ps.lock held). */
+static uint64_t path_ok(const struct r2cc_mig_qp *mq, bool *counted)
 {
-	const struct r2cc_mig_qp *o;
-	uint64_t n = 0;
+	struct r2cc_mig_path *p;
 
-	for (o = ps.qps; o; o = o->next)
-		if (o != mq && o->slot && o->rail == mq->rail &&
-		    !memcmp(o->gid, mq->gid, sizeof(o->gid)) &&
-		    !memcmp(o->dest_gid, mq->dest_gid, sizeof(o->dest_gid)) &&
-		    r2cc_mig_state(o) == R2CC_PROT_READY)
-			n += atomic_load_explicit(&o->slot->st.polled,
-						  memory_order_relaxed) -
-			     atomic_load_explicit(&o->slot->st.polled_err,
-						  memory_order_relaxed);
-	return n;
+	if (!*counted)
+		r2cc_mig_paths_count();
+	*counted = true;
+	p = r2cc_mig_path_of(mq);
+	return p ? p->ok : 0;
 }
 
 /*
@@ -277,13 +272,13 @@ static uint64_t path_ok(const struct r2cc_mig_qp *mq)
  * ends: no move back on a probe's word (a rail event still counts). The
  * first look only notes their count (mq lock held).
  */
-static bool flow_only(struct r2cc_mig_qp *mq)
+static bool flow_only(struct r2cc_mig_qp *mq, bool *counted)
 {
 	uint64_t n;
 
 	if (mq->fb.flow_only)
 		return true;
-	n = path_ok(mq);
+	n = path_ok(mq, counted);
 	if (!mq->fb.ok_set || n <= mq->fb.ok_base) {
 		/* (fewer: one of them left the READY ones) */
 		bool first = !mq->fb.ok_set;
@@ -309,6 +304,7 @@ static bool flow_only(struct r2cc_mig_qp *mq)
 void r2cc_mig_fb_tick(void)
 {
 	struct r2cc_mig_qp *mq;
+	bool counted = false;
 	uint64_t now;
 
 	pthread_mutex_lock(&ps.lock);
@@ -354,7 +350,7 @@ void r2cc_mig_fb_tick(void)
 			 * of the path, from a hold after the failover on,
 			 * must get through after that. */
 			hold_end = mq->fault_ns + hold_ns;
-			if (now < hold_end || flow_only(mq) ||
+			if (now < hold_end || flow_only(mq, &counted) ||
 			    r2cc_probe_path(mq->gid, mq->dest_gid,
 					    r2cc_chan_port(), hold_end, now,
 					    ps.failback_hold_ms) != 1)

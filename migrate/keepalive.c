@@ -24,70 +24,34 @@
 #include "fence.h"
 #include "keepalive.h"
 #include "mig_int.h"
+#include "paths.h"
 #include "probe.h"
 #include "tick.h"
 
-#define MAX_KA_PATHS 256
-
-struct ka_path {
-	bool used, seen;
-	int rail;
-	uint8_t gid[16], dest_gid[16];
-	uint64_t done, cur; /* completions on it: last look, this look */
-	uint64_t quiet_ns; /* nothing completed since */
-	bool probing; /* probe.c has an entry for it */
-	bool armed; /* a probe once got through */
-	bool off; /* cannot be probed (said once) */
-	uint32_t fail_row; /* the last count seen (said once when it grows) */
-};
-
-static struct ka_path kps[MAX_KA_PATHS];
-static bool full_said;
-
-/* Protected and carried by its primary: what a keepalive watches. */
+/* Protected and carried by its primary: what a keepalive watches (mq
+ * lock held). */
 static bool watched(struct r2cc_mig_qp *mq)
 {
-	return mq->slot && !mq->on_backup && mq->life == R2CC_LIFE_RUN &&
-	       r2cc_mig_state(mq) == R2CC_PROT_READY;
+	return r2cc_mig_path_counts(mq) && !mq->on_backup &&
+	       mq->life == R2CC_LIFE_RUN;
 }
 
-static bool same(const struct ka_path *p, const struct r2cc_mig_qp *mq)
+static bool same(const struct r2cc_mig_path *p, const struct r2cc_mig_qp *mq)
 {
 	return p->rail == mq->rail && !memcmp(p->gid, mq->gid, 16) &&
 	       !memcmp(p->dest_gid, mq->dest_gid, 16);
 }
 
-static struct ka_path *path_of(const struct r2cc_mig_qp *mq)
+static void stop_probing(struct r2cc_mig_path *p)
 {
-	struct ka_path *p, *free_slot = NULL;
-
-	for (p = kps; p < kps + MAX_KA_PATHS; p++) {
-		if (p->used && same(p, mq))
-			return p;
-		if (!p->used && !free_slot)
-			free_slot = p;
-	}
-	if (!free_slot) {
-		if (!full_said)
-			r2cc_warn("keepalive: more than %d paths in use; QPs "
-				  "on the others are not kept alive",
-				  MAX_KA_PATHS);
-		full_said = true;
-		return NULL;
-	}
-	memset(free_slot, 0, sizeof(*free_slot));
-	free_slot->used = true;
-	free_slot->rail = mq->rail;
-	memcpy(free_slot->gid, mq->gid, 16);
-	memcpy(free_slot->dest_gid, mq->dest_gid, 16);
-	return free_slot;
+	if (p->ka.probing)
+		r2cc_probe_keep_end(p->gid, p->dest_gid, r2cc_chan_port());
+	p->ka.probing = false;
 }
 
-static void stop_probing(struct ka_path *p)
+void r2cc_mig_ka_path_gone(struct r2cc_mig_path *p)
 {
-	if (p->probing)
-		r2cc_probe_keep_end(p->gid, p->dest_gid, r2cc_chan_port());
-	p->probing = false;
+	stop_probing(p);
 }
 
 static const char *addr_of(const uint8_t gid[16], char *buf, size_t n)
@@ -99,7 +63,7 @@ static const char *addr_of(const uint8_t gid[16], char *buf, size_t n)
 }
 
 /* The QPs of a path whose probes went unanswered fail over. */
-static void fail_path(struct ka_path *p, uint64_t now)
+static void fail_path(struct r2cc_mig_path *p, uint64_t now)
 {
 	struct r2cc_mig_qp *mq;
 	char a[INET_ADDRSTRLEN];
@@ -119,16 +83,17 @@ static void fail_path(struct ka_path *p, uint64_t now)
 	r2cc_warn("keepalive: rail %d to %s: %u probes in a row unanswered "
 		  "and nothing completed for %llu ms: %d QPs fail over, at "
 		  "%lld.%06ld",
-		  p->rail, addr_of(p->dest_gid, a, sizeof(a)), p->fail_row,
-		  (unsigned long long)((now - p->quiet_ns) / 1000000ULL), n,
+		  p->rail, addr_of(p->dest_gid, a, sizeof(a)), p->ka.fail_row,
+		  (unsigned long long)((now - p->ka.quiet_ns) / 1000000ULL), n,
 		  (long long)ts.tv_sec, ts.tv_nsec / 1000);
 	stop_probing(p);
-	p->used = false;
+	memset(&p->ka, 0, sizeof(p->ka)); /* its QPs have left it */
 }
 
 /* A quiet path's probe (due or in flight) and what it says so far. */
-static void probe(struct ka_path *p, uint64_t now)
+static void probe(struct r2cc_mig_path *p, uint64_t now)
 {
+	struct r2cc_ka_path *k = &p->ka;
 	struct r2cc_probe_count c;
 	char a[INET_ADDRSTRLEN];
 	int ret;
@@ -139,63 +104,48 @@ static void probe(struct ka_path *p, uint64_t now)
 		r2cc_info("keepalive: rail %d: not an IPv4 RoCE v2 path: "
 			  "its QPs are not kept alive",
 			  p->rail);
-		p->off = true;
+		k->off = true;
 		return;
 	}
 	if (ret)
 		return; /* -ENOSPC: probe.c's table is full; again later */
-	p->probing = true;
-	if (c.ok && !p->armed)
+	k->probing = true;
+	if (c.ok && !k->armed)
 		r2cc_info("keepalive: rail %d to %s: probes get through",
 			  p->rail, addr_of(p->dest_gid, a, sizeof(a)));
-	p->armed |= c.ok > 0;
-	if (c.fail_row > p->fail_row)
+	k->armed |= c.ok > 0;
+	if (c.fail_row > k->fail_row)
 		r2cc_info(
 			"keepalive: rail %d to %s: %u probes in a row "
 			"unanswered%s",
 			p->rail, addr_of(p->dest_gid, a, sizeof(a)), c.fail_row,
-			p->armed ? "" : " (none ever got through: not judged)");
-	p->fail_row = c.fail_row;
-	if (p->armed && c.fail_row >= MIG_KA_MISSES)
+			k->armed ? "" : " (none ever got through: not judged)");
+	k->fail_row = c.fail_row;
+	if (k->armed && c.fail_row >= MIG_KA_MISSES)
 		fail_path(p, now);
 }
 
 void r2cc_mig_ka_tick(void)
 {
-	struct r2cc_mig_qp *mq;
-	struct ka_path *p;
+	struct r2cc_mig_path *p;
+	unsigned int i;
 	uint64_t now;
 
 	pthread_mutex_lock(&ps.lock);
 	now = r2cc_mig_now_ns();
 	r2cc_probe_poll(now);
-	for (p = kps; p < kps + MAX_KA_PATHS; p++)
-		p->seen = false, p->cur = 0;
-	for (mq = ps.qps; mq; mq = mq->next) {
-		pthread_mutex_lock(&mq->lock);
-		if (watched(mq) && (p = path_of(mq))) {
-			p->seen = true;
-			p->cur += atomic_load_explicit(&mq->slot->st.polled,
-						       memory_order_relaxed) -
-				  atomic_load_explicit(&mq->slot->st.polled_err,
-						       memory_order_relaxed);
-		}
-		pthread_mutex_unlock(&mq->lock);
-	}
-	for (p = kps; p < kps + MAX_KA_PATHS; p++) {
-		if (!p->used)
-			continue;
-		if (!p->seen) { /* its QPs are gone, moved or not ready */
-			stop_probing(p);
-			p->used = false;
-		} else if (p->cur != p->done || !p->quiet_ns) {
+	r2cc_mig_paths_count();
+	for (i = 0; (p = r2cc_mig_path_at(i)); i++) {
+		struct r2cc_ka_path *k = &p->ka;
+
+		if (p->ok != k->done || !k->quiet_ns) {
 			/* Something completed: the path is there. */
-			p->done = p->cur;
-			p->quiet_ns = now;
+			k->done = p->ok;
+			k->quiet_ns = now;
 			stop_probing(p);
-			p->fail_row = 0;
-		} else if (!p->off &&
-			   r2cc_mig_past(p->quiet_ns, now, ps.keepalive_ms)) {
+			k->fail_row = 0;
+		} else if (!k->off &&
+			   r2cc_mig_past(k->quiet_ns, now, ps.keepalive_ms)) {
 			probe(p, now);
 		}
 	}
@@ -204,11 +154,5 @@ void r2cc_mig_ka_tick(void)
 
 void r2cc_mig_ka_reset(void)
 {
-	struct ka_path *p;
-
-	for (p = kps; p < kps + MAX_KA_PATHS; p++) {
-		stop_probing(p);
-		p->used = false;
-	}
-	full_said = false;
+	r2cc_mig_paths_clear();
 }

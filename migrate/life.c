@@ -80,6 +80,11 @@ bool r2cc_mig_step(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev)
 			 r2cc_mig_ev_name(ev), r2cc_mig_life_name(from));
 		return false;
 	}
+	/* A QP on an SRQ that starts or stops logging or moving: its SRQ's
+	 * sweep looks at the group (else an SRQ at home is left alone) */
+	if (mq->srq && (r2cc_mig_life_logs(from) != r2cc_mig_life_logs(to) ||
+			r2cc_mig_life_moving(from) != r2cc_mig_life_moving(to)))
+		atomic_store(&ps.srq_sweep, true);
 	if (!r2cc_mig_life_moving(from) && r2cc_mig_life_moving(to))
 		atomic_fetch_add(&ps.waiting, 1);
 	else if (r2cc_mig_life_moving(from) && !r2cc_mig_life_moving(to))

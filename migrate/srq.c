@@ -345,7 +345,7 @@ static int try_move(struct r2cc_mig_srq *s, uint64_t now, const char **why)
 	return 1;
 }
 
-static void sweep_one(struct r2cc_mig_srq *s, uint64_t now)
+static void sweep_one(struct r2cc_mig_srq *s, uint64_t now, bool all)
 {
 	struct r2cc_recv_replay res;
 	struct r2cc_mig_qp *mq;
@@ -358,7 +358,8 @@ static void sweep_one(struct r2cc_mig_srq *s, uint64_t now)
 	where = s->where;
 	done = s->done;
 	pthread_mutex_unlock(&s->lock);
-	if (where == R2CC_SRQ_AWAY || done)
+	/* At home, only when one of its QPs changed (@all) */
+	if (where == R2CC_SRQ_AWAY || done || (where == R2CC_SRQ_HOME && !all))
 		return;
 	/* Every QP on it follows a move; one that cannot (unprotected, or
 	 * not bound yet) sinks it: decided before any is fenced, so that
@@ -424,8 +425,8 @@ void r2cc_mig_srq_sweep(void)
 {
 	struct r2cc_mig_srq *s;
 	uint64_t now = r2cc_mig_now_ns();
+	bool all = atomic_exchange(&ps.srq_sweep, false);
 
-	atomic_store(&ps.srq_sweep, false);
 	for (s = ps.srqs; s; s = s->next)
-		sweep_one(s, now);
+		sweep_one(s, now, all);
 }

@@ -23,7 +23,8 @@ void r2cc_mig_srq_fenced(struct r2cc_mig_qp *mq);
  * is not moving (it cannot move). */
 int r2cc_mig_srq_ack(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken);
 /* Fence the rest of a moving SRQ's QPs, move its receives when all are
- * in, or give up (ps.lock held, no QP's). */
+ * in, or give up; an SRQ at home only after a change of one of its QPs
+ * (ps.srq_sweep) (ps.lock held, no QP's). */
 void r2cc_mig_srq_sweep(void);
 
 #endif /* R2CC_MIG_SRQ_H */

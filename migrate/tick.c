@@ -30,27 +30,14 @@ bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms)
 	return t <= now && now - t >= ms * 1000000ULL;
 }
 
-void r2cc_mig_tick(void)
+/* Moves that waited too long for the peer given up (ps.lock held). */
+static void bound_moves(void)
 {
-	struct r2cc_mig_qp *mq;
-	uint64_t now;
-
-	if (ps.keepalive_ms)
-		r2cc_mig_ka_tick();
-	r2cc_mig_rebind_sweep();
-	r2cc_mig_early_sweep();
-	/* (urgent moves back are bounded there even without failback) */
-	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
-		r2cc_mig_fb_tick();
-	/* SRQs are swept every tick: a QP on one may have lost its
-	 * protection (its SRQ's then), or fenced from a poll. */
-	if (!atomic_load_explicit(&ps.waiting, memory_order_relaxed) &&
-	    !__atomic_load_n(&ps.srqs, __ATOMIC_RELAXED))
-		return;
-	pthread_mutex_lock(&ps.lock);
 	/* Read under the lock: a fence made while the tick waited for it
 	 * is younger than a time read before (and unsigned). */
-	now = r2cc_mig_now_ns();
+	uint64_t now = r2cc_mig_now_ns();
+	struct r2cc_mig_qp *mq;
+
 	for (mq = ps.qps; mq; mq = mq->next) {
 		pthread_mutex_lock(&mq->lock);
 		if ((mq->life == R2CC_LIFE_FENCED ||
@@ -68,6 +55,27 @@ void r2cc_mig_tick(void)
 					  "its messages consumed");
 		pthread_mutex_unlock(&mq->lock);
 	}
+}
+
+void r2cc_mig_tick(void)
+{
+	bool waiting;
+
+	if (ps.keepalive_ms)
+		r2cc_mig_ka_tick();
+	r2cc_mig_rebind_sweep();
+	r2cc_mig_early_sweep();
+	/* (urgent moves back are bounded there even without failback) */
+	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
+		r2cc_mig_fb_tick();
+	/* Moves under way are bounded, SRQs swept (one at home only when a
+	 * QP on it changed: ps.srq_sweep); nothing to do, no walk. */
+	waiting = atomic_load_explicit(&ps.waiting, memory_order_relaxed);
+	if (!waiting && !__atomic_load_n(&ps.srqs, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&ps.lock);
+	if (waiting)
+		bound_moves();
 	if (ps.srqs)
 		r2cc_mig_srq_sweep();
 	pthread_mutex_unlock(&ps.lock);
