@@ -376,6 +376,13 @@ static int copy_out(const struct r2cc_status_hdr *h,
 	if (tries == 100)
 		return -EAGAIN;
 	snap->hdr = *h;
+	/* What r2cc-ctl prints as strings ends in the field, whatever the
+	 * record (another program of the user's may have written it). */
+	snap->hdr.comm[sizeof(snap->hdr.comm) - 1] = '\0';
+	for (i = 0; i < h->nrails; i++) {
+		snap->rails[i].dev[sizeof(snap->rails[i].dev) - 1] = '\0';
+		snap->rails[i].netdev[sizeof(snap->rails[i].netdev) - 1] = '\0';
+	}
 	snap->qps = calloc(h->nqps ? h->nqps : 1, sizeof(*snap->qps));
 	if (!snap->qps)
 		return -ENOMEM;
@@ -387,6 +394,7 @@ static int copy_out(const struct r2cc_status_hdr *h,
 		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1)
 			continue;
 		memcpy(&snap->qps[snap->nqps], q, sizeof(*q));
+		snap->qps[snap->nqps].dev[sizeof(q->dev) - 1] = '\0';
 		/* Freed while copied: drop it rather than show a mix. */
 		if (atomic_load_explicit(&q->used, memory_order_acquire) == 1)
 			snap->nqps++;
