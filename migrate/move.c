@@ -15,8 +15,8 @@
 #include "fence.h"
 #include "mig_int.h"
 #include "module.h"
-#include "objects.h"
 #include "move.h"
+#include "objects.h"
 #include "post.h"
 #include "srq.h"
 #include "tick.h"
@@ -216,10 +216,11 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
 		ret = back ? r2cc_mig_primary_recv(mq, w) :
 			     r2cc_mig_backup_recv(mq, w);
 	if (ret) {
+		/* (a count past what was posted: a peer out of step, or one
+		 * that lies) the move ends now, not at the tick's bound */
 		r2cc_err("QP %#x: receives not re-posted on the %s (%s)",
 			 mq->qpn, back ? "primary" : "backup", strerror(-ret));
-		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
-		r2cc_mig_event(mq, R2CC_EV_FAILOVER_FAILED, 0, 0);
+		r2cc_mig_fail(mq, "its receives cannot move");
 		return;
 	}
 	r2cc_mig_ring(mq, mq->rcq);
