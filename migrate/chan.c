@@ -216,13 +216,11 @@ static void *chan_thread(void *arg)
 
 /* ---- API ---- */
 
-int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m)
+int chan_send_now(uint64_t peer, struct r2cc_ctrl_msg *m)
 {
-	struct peer *p;
+	struct peer *p = cs.running ? chan_peer_find(peer) : NULL;
 	int ret = -ENOTCONN;
 
-	pthread_mutex_lock(&cs.lock);
-	p = cs.running ? chan_peer_find(peer) : NULL;
 	/* A connection that fails the write is closed; the frame goes out
 	 * on another one open to the peer, if any. */
 	while (p && p->conn >= 0) {
@@ -236,8 +234,127 @@ int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m)
 		chan_conn_close(i);
 		ret = -ENOTCONN;
 	}
+	return ret;
+}
+
+/* This thread's gathering (r2cc_chan_hold()): a BATCH per peer. */
+static __thread struct held {
+	unsigned int depth, n, cap;
+	struct held_peer {
+		uint64_t peer;
+		struct r2cc_ctrl_batch b;
+	} * v;
+} held;
+
+/* The messages gathered for @h sent, the lock held: one as itself, more
+ * as a BATCH; the batch emptied. */
+static void send_held(struct held_peer *h)
+{
+	struct r2cc_ctrl_msg *m = malloc(sizeof(*m));
+	uint32_t off = 0;
+	int ret = -ENOMEM;
+
+	if (m && h->b.n == 1) {
+		struct r2cc_ctrl_msg b = { 0 };
+
+		r2cc_ctrl_batch_msg(&h->b, &b);
+		b.hdr.type = R2CC_CTRL_BATCH;
+		ret = r2cc_ctrl_batch_next(&b, &off, m) ?
+			      chan_send_now(h->peer, m) :
+			      -EINVAL;
+	} else if (m) {
+		memset(m, 0, sizeof(*m));
+		r2cc_ctrl_batch_msg(&h->b, m);
+		ret = chan_send_now(h->peer, m);
+		if (!ret) {
+			cs.st.batches_out++;
+			cs.st.batched_out += h->b.n;
+		}
+	}
+	if (ret) {
+		cs.st.batch_lost += h->b.n;
+		r2cc_warn("peer %016llx: %u control messages not sent (%s)",
+			  (unsigned long long)h->peer, h->b.n, strerror(-ret));
+	}
+	free(m);
+	h->b.n = 0;
+	h->b.len = 0;
+}
+
+/* @m gathered for @peer (the lock held): 0, -ENOTCONN, or what a BATCH
+ * cannot carry (the caller sends it at once). */
+static int gather(uint64_t peer, struct r2cc_ctrl_msg *m)
+{
+	struct peer *p = cs.running ? chan_peer_find(peer) : NULL;
+	struct held_peer *h = NULL, *v;
+	unsigned int i;
+	int ret;
+
+	if (!p || p->conn < 0)
+		return -ENOTCONN;
+	for (i = 0; i < held.n && !h; i++)
+		if (held.v[i].peer == peer)
+			h = &held.v[i];
+	if (!h) {
+		if (held.n == held.cap) {
+			v = reallocarray(held.v, held.cap ? 2 * held.cap : 8,
+					 sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			held.v = v;
+			held.cap = held.cap ? 2 * held.cap : 8;
+		}
+		h = &held.v[held.n++];
+		memset(h, 0, sizeof(*h));
+		h->peer = peer;
+	}
+	ret = r2cc_ctrl_batch_add(&h->b, m);
+	if (ret == -ENOSPC) { /* full: that one goes now */
+		send_held(h);
+		ret = r2cc_ctrl_batch_add(&h->b, m);
+	}
+	return ret;
+}
+
+int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m)
+{
+	unsigned int i;
+	int ret = -EINVAL;
+
+	pthread_mutex_lock(&cs.lock);
+	if (held.depth)
+		ret = gather(peer, m);
+	if (ret == -EINVAL || ret == -ENOMEM) {
+		/* not gathered: what was, for that peer, goes first (an
+		 * MR_INVALIDATE before the MR_KEYS of a key reused) */
+		for (i = 0; i < held.n; i++)
+			if (held.v[i].peer == peer && held.v[i].b.n)
+				send_held(&held.v[i]);
+		ret = chan_send_now(peer, m);
+	}
 	pthread_mutex_unlock(&cs.lock);
 	return ret;
+}
+
+void r2cc_chan_hold(void)
+{
+	held.depth++;
+}
+
+void r2cc_chan_flush(void)
+{
+	unsigned int i;
+
+	if (!held.depth || --held.depth)
+		return;
+	pthread_mutex_lock(&cs.lock);
+	for (i = 0; i < held.n; i++) {
+		if (held.v[i].b.n)
+			send_held(&held.v[i]);
+		r2cc_ctrl_batch_free(&held.v[i].b);
+	}
+	held.n = 0;
+	pthread_mutex_unlock(&cs.lock);
 }
 
 int r2cc_chan_watch(int fd, void (*ready)(int fd, void *arg), void *arg)

@@ -87,12 +87,27 @@ int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie);
  * send failed on each) or -EINVAL (encode).
  */
 int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m);
+/*
+ * r2cc_chan_hold() - from now until the matching r2cc_chan_flush(), this
+ * thread's r2cc_chan_send()s of the messages a BATCH carries are gathered
+ * per peer (0 when the peer has an open connection, as a send would say)
+ * and go out at the flush, one frame per peer: a move of a thousand QPs
+ * to one peer is one frame, not a thousand. Holds nest; the outermost
+ * flush sends. A gathered message whose frame then fails to go is lost
+ * like any sent one the peer never read (counted: batch_lost), and the
+ * bounds of the moves cover it.
+ */
+void r2cc_chan_hold(void);
+void r2cc_chan_flush(void);
 /* Frames received by outcome, and connections by outcome. */
 struct r2cc_chan_stats {
 	struct r2cc_ctrl_stats rx;
 	uint64_t sent, send_fail, conn_ok, conn_fail, lookups_served;
 	/* refused past a budget (MIG_CHAN_*_MAX, the connections') */
 	uint64_t conn_budget, peer_budget, res_budget;
+	/* BATCH frames sent and received, the messages they carried out,
+	 * and gathered messages whose frame could not go */
+	uint64_t batches_out, batched_out, batches_in, batch_lost;
 };
 void r2cc_chan_get_stats(struct r2cc_chan_stats *st);
 

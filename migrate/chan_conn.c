@@ -303,6 +303,34 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 	c->role = C_OPEN;
 }
 
+/* A BATCH's messages to the owner, one by one, what they make it send
+ * gathered (one frame per peer); their bytes copied first: the lock is
+ * dropped, and the connection's buffer may go meanwhile. */
+static void got_batch(struct r2cc_ctrl_msg *m)
+{
+	uint8_t *body = malloc(m->batch.len ? m->batch.len : 1);
+	struct r2cc_ctrl_msg *one = malloc(sizeof(*one));
+	uint32_t off = 0;
+
+	if (!body || !one) {
+		r2cc_warn("control BATCH of %u dropped: no memory", m->batch.n);
+		free(body);
+		free(one);
+		return;
+	}
+	memcpy(body, m->batch.body, m->batch.len);
+	m->batch.body = body;
+	cs.st.batches_in++;
+	pthread_mutex_unlock(&cs.lock);
+	r2cc_chan_hold();
+	while (r2cc_ctrl_batch_next(m, &off, one))
+		cs.hooks.on_msg(m->hdr.sender, one);
+	r2cc_chan_flush();
+	pthread_mutex_lock(&cs.lock);
+	free(one);
+	free(body);
+}
+
 /* One whole frame from connection @i. */
 static void got_frame(int i, const uint8_t *buf, size_t len)
 {
@@ -338,6 +366,10 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 	case R2CC_CTRL_LOOKUP_REPLY:
 		if (c->role == C_LOOKUP)
 			chan_got_reply(i, m);
+		break;
+	case R2CC_CTRL_BATCH:
+		if (c->role == C_OPEN && c->peer == m->hdr.sender)
+			got_batch(m);
 		break;
 	default:
 		if (c->role != C_OPEN || c->peer != m->hdr.sender)

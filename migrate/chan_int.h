@@ -123,4 +123,8 @@ static inline void chan_wake(void)
 	(void)n; /* a full counter wakes the thread anyway */
 }
 
+/* (chan.c) @m to @peer now, held or not, the lock held: r2cc_chan_send()'s
+ * result. */
+int chan_send_now(uint64_t peer, struct r2cc_ctrl_msg *m);
+
 #endif /* R2CC_MIG_CHAN_INT_H */

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sodium.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -232,9 +233,80 @@ static void x_body(struct cur *c, struct r2cc_ctrl_msg *m)
 		x8(c, &m->peer_down.reason);
 		x_rsv(c, 2);
 		break;
+	case R2CC_CTRL_BATCH:
+		/* its entries as they are; body_ok() parses them */
+		x16(c, &m->batch.n);
+		x_rsv(c, 2);
+		if (c->bad)
+			break;
+		if (!c->out) {
+			m->batch.body = c->in + c->off;
+			m->batch.len = (uint32_t)(c->len - c->off);
+		} else if (c->len - c->off < m->batch.len) {
+			c->bad = true;
+			break;
+		} else if (m->batch.len) {
+			memcpy(c->out + c->off, m->batch.body, m->batch.len);
+		}
+		c->off += m->batch.len;
+		break;
 	default:
 		c->bad = true;
 	}
+}
+
+/* A BATCH entry: type u8 | rsv u8 | len u16 | body */
+#define BATCH_ENT_HDR 4
+/* Room for the largest body a BATCH carries (MR_INVALIDATE's) */
+#define BATCH_ENT_MAX (BATCH_ENT_HDR + 4 + 4 * R2CC_CTRL_MAX_MRS)
+
+static bool batchable(uint8_t type)
+{
+	return type == R2CC_CTRL_QP_BIND || type == R2CC_CTRL_MR_INVALIDATE ||
+	       type == R2CC_CTRL_FAILOVER || type == R2CC_CTRL_FAILOVER_ACK ||
+	       type == R2CC_CTRL_FAILBACK;
+}
+
+static bool body_ok(const struct r2cc_ctrl_msg *m);
+
+/* The BATCH entry at @p (@left bytes) parsed into @out (its type and
+ * body): the entry's size, or 0 when it is malformed. */
+static uint32_t ent_parse(const uint8_t *p, uint32_t left,
+			  struct r2cc_ctrl_msg *out)
+{
+	struct cur c = { .in = p + BATCH_ENT_HDR };
+	uint32_t len;
+
+	if (left < BATCH_ENT_HDR || !batchable(p[0]) || p[1])
+		return 0;
+	len = (uint32_t)p[2] | (uint32_t)p[3] << 8;
+	if (len > left - BATCH_ENT_HDR)
+		return 0;
+	out->hdr.type = p[0];
+	out->hdr.len = len;
+	c.len = len;
+	x_body(&c, out);
+	if (c.bad || c.off != len || !body_ok(out))
+		return 0;
+	return BATCH_ENT_HDR + len;
+}
+
+/* n entries, each well formed, and nothing after them */
+static bool batch_ok(const struct r2cc_ctrl_msg *m)
+{
+	struct r2cc_ctrl_msg sub;
+	uint32_t off = 0, used;
+	uint16_t i;
+
+	if (!m->batch.n || (!m->batch.body && m->batch.len))
+		return false;
+	for (i = 0; i < m->batch.n; i++) {
+		used = ent_parse(m->batch.body + off, m->batch.len - off, &sub);
+		if (!used)
+			return false;
+		off += used;
+	}
+	return off == m->batch.len;
 }
 
 static bool rail_ok(uint8_t rail)
@@ -344,6 +416,8 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 	case R2CC_CTRL_PEER_DOWN:
 		return rail_ok(m->peer_down.rail) &&
 		       m->peer_down.reason < R2CC_CTRL_NREASONS;
+	case R2CC_CTRL_BATCH:
+		return batch_ok(m);
 	default:
 		return false;
 	}
@@ -502,6 +576,75 @@ int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
 	if (c.bad || c.off != c.len || !body_ok(out))
 		return -EBADMSG;
 	return 0;
+}
+
+int r2cc_ctrl_batch_add(struct r2cc_ctrl_batch *b,
+			const struct r2cc_ctrl_msg *m)
+{
+	uint8_t ent[BATCH_ENT_MAX];
+	struct cur c = { .out = ent + BATCH_ENT_HDR,
+			 .len = sizeof(ent) - BATCH_ENT_HDR };
+	struct r2cc_ctrl_msg tmp;
+	uint32_t need, cap;
+	uint8_t *body;
+
+	if (!batchable(m->hdr.type) || !body_ok(m))
+		return -EINVAL;
+	tmp = *m; /* x_body() stores back what it writes */
+	x_body(&c, &tmp);
+	if (c.bad)
+		return -EINVAL;
+	need = BATCH_ENT_HDR + (uint32_t)c.off;
+	/* the BATCH's own n and rsv come first in the frame's body */
+	if (b->n == UINT16_MAX || 4 + b->len + need > R2CC_CTRL_BODY_MAX)
+		return -ENOSPC;
+	if (b->len + need > b->cap) {
+		for (cap = b->cap ? b->cap : 1024; cap < b->len + need;)
+			cap *= 2;
+		body = realloc(b->body, cap);
+		if (!body)
+			return -ENOMEM;
+		b->body = body;
+		b->cap = cap;
+	}
+	ent[0] = m->hdr.type;
+	ent[1] = 0;
+	put_le(ent + 2, c.off, 2);
+	memcpy(b->body + b->len, ent, need);
+	b->len += need;
+	b->n++;
+	return 0;
+}
+
+void r2cc_ctrl_batch_msg(const struct r2cc_ctrl_batch *b,
+			 struct r2cc_ctrl_msg *m)
+{
+	m->hdr.type = R2CC_CTRL_BATCH;
+	m->batch.n = b->n;
+	m->batch.len = b->len;
+	m->batch.body = b->body;
+}
+
+void r2cc_ctrl_batch_free(struct r2cc_ctrl_batch *b)
+{
+	free(b->body);
+	memset(b, 0, sizeof(*b));
+}
+
+int r2cc_ctrl_batch_next(const struct r2cc_ctrl_msg *b, uint32_t *off,
+			 struct r2cc_ctrl_msg *out)
+{
+	uint32_t used;
+
+	if (b->hdr.type != R2CC_CTRL_BATCH || *off >= b->batch.len)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	out->hdr = b->hdr;
+	used = ent_parse(b->batch.body + *off, b->batch.len - *off, out);
+	if (!used) /* (decode checked every entry) */
+		return 0;
+	*off += used;
+	return 1;
 }
 
 int r2cc_ctrl_replay_accept(struct r2cc_ctrl_replay *w, uint64_t seq)

@@ -52,6 +52,11 @@
  *                   sender's or the receiver's; REARM: the backup's)
  * 10 KEEPALIVE:     timestamp u64
  * 11 PEER_DOWN:     rail u8 | reason u8 | rsv u16
+ * 12 BATCH:         n u16 (>= 1) | rsv u16 | n x (type u8 | rsv u8 |
+ *                   len u16 | the body of a message of that type, len
+ *                   bytes): many messages about QPs to one peer in one
+ *                   frame (one MAC, one seq, one write). Types: QP_BIND,
+ *                   MR_INVALIDATE, FAILOVER, FAILOVER_ACK, FAILBACK.
  * QPNs and PSNs are 24-bit. Decoding is strict, so encode(decode(f)) == f.
  */
 #define R2CC_CTRL_VERSION 1
@@ -79,6 +84,7 @@ enum r2cc_ctrl_type {
 	R2CC_CTRL_FAILBACK,
 	R2CC_CTRL_KEEPALIVE,
 	R2CC_CTRL_PEER_DOWN,
+	R2CC_CTRL_BATCH,
 	R2CC_CTRL_NTYPES,
 };
 
@@ -221,8 +227,43 @@ struct r2cc_ctrl_msg {
 		struct {
 			uint8_t rail, reason;
 		} peer_down;
+		/* Its messages' encoded entries (r2cc_ctrl_batch_next()):
+		 * decoded, they point into the frame decoded */
+		struct {
+			uint16_t n;
+			uint32_t len;
+			const uint8_t *body;
+		} batch;
 	};
 };
+
+/* A BATCH being gathered (r2cc_ctrl_batch_add()); zero-initialised
+ * empty, its body freed by r2cc_ctrl_batch_free(). */
+struct r2cc_ctrl_batch {
+	uint16_t n;
+	uint32_t len, cap;
+	uint8_t *body;
+};
+/**
+ * r2cc_ctrl_batch_add() - @m's body appended to @b
+ * Return: 0; -EINVAL (a type a BATCH does not carry, or a field out of
+ * range), -ENOSPC (@b is full: send it and start another), -ENOMEM.
+ */
+int r2cc_ctrl_batch_add(struct r2cc_ctrl_batch *b,
+			const struct r2cc_ctrl_msg *m);
+/* @b as a BATCH message (its body borrowed from @b) into @m. */
+void r2cc_ctrl_batch_msg(const struct r2cc_ctrl_batch *b,
+			 struct r2cc_ctrl_msg *m);
+void r2cc_ctrl_batch_free(struct r2cc_ctrl_batch *b);
+/**
+ * r2cc_ctrl_batch_next() - the next message of a decoded BATCH
+ * @b: the BATCH (its frame still in memory)
+ * @off: 0 at first, moved past the message taken
+ * @out: the message, its header @b's but for its type
+ * Return: 1, or 0 past the last.
+ */
+int r2cc_ctrl_batch_next(const struct r2cc_ctrl_msg *b, uint32_t *off,
+			 struct r2cc_ctrl_msg *out);
 
 /* The per-job HMAC key as one process holds it; wipe it with
  * r2cc_ctrl_key_wipe(). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chan.h"
 #include "early.h"
 #include "failback.h"
 #include "fence.h"
@@ -57,7 +58,8 @@ static void bound_moves(void)
 	}
 }
 
-void r2cc_mig_tick(void)
+/* What the tick sends goes out at its end, a frame per peer. */
+static void tick(void)
 {
 	bool waiting;
 
@@ -81,10 +83,19 @@ void r2cc_mig_tick(void)
 	pthread_mutex_unlock(&ps.lock);
 }
 
+void r2cc_mig_tick(void)
+{
+	r2cc_chan_hold();
+	tick();
+	r2cc_chan_flush();
+}
+
 void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 {
 	struct r2cc_mig_qp *mq;
 
+	/* each QP's FAILOVER gathered: one frame per peer */
+	r2cc_chan_hold();
 	pthread_mutex_lock(&ps.lock);
 	for (mq = ps.qps; mq; mq = mq->next) {
 		if (mq->rail != rail && mq->backup_rail != rail)
@@ -115,6 +126,7 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 	if (atomic_load(&ps.srq_sweep))
 		r2cc_mig_srq_sweep();
 	pthread_mutex_unlock(&ps.lock);
+	r2cc_chan_flush();
 }
 
 void r2cc_mig_rail_up(int rail)

@@ -2,9 +2,9 @@
 /*
  * mkseeds.c - writes the seed corpora of the fuzz targets that take
  * binary input: DIR/ctrl_msg/ (one valid frame of each message type and
- * phase, sealed with fuzz_ctrl_msg's key) and DIR/status/ (a small valid
- * status record). tests/fuzz/corpus/ holds its output; run it again when
- * a format changes: build-fuzz/tests/fuzz/mkseeds tests/fuzz/corpus
+ * phase, and a BATCH, sealed with fuzz_ctrl_msg's key) and DIR/status/
+ * (a small valid status record). tests/fuzz/corpus/ holds its output; run
+ * it again when a format changes: build/tests/fuzz/mkseeds tests/fuzz/corpus
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +57,41 @@ static void ref(struct r2cc_ctrl_qp_ref *q, uint32_t qpn)
 	q->qpn = qpn;
 	q->gid[10] = q->gid[11] = 0xff;
 	memcpy(q->gid + 12, "\x0a\x00\x00\x01", 4);
+}
+
+/* A BATCH of a FAILOVER, a QP_BIND and a FAILBACK */
+static void batch_seed(const char *dir, const struct r2cc_ctrl_key *key)
+{
+	struct r2cc_ctrl_batch b = { 0 };
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILOVER;
+	m.failover.qpn = 0x11;
+	m.failover.reason = R2CC_CTRL_WHY_PEER;
+	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
+	m.failover.rq_psn = 0x1234;
+	if (r2cc_ctrl_batch_add(&b, &m))
+		exit(1);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_QP_BIND;
+	ref(&m.qp_bind.local, 0x12);
+	ref(&m.qp_bind.peer, 0x13);
+	ref(&m.qp_bind.backup, 0x14);
+	m.qp_bind.rail = 2;
+	m.qp_bind.mtu = 3;
+	if (r2cc_ctrl_batch_add(&b, &m))
+		exit(1);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILBACK;
+	m.failback.qpn = 0x11;
+	m.failback.phase = R2CC_CTRL_FB_READY;
+	if (r2cc_ctrl_batch_add(&b, &m))
+		exit(1);
+	memset(&m, 0, sizeof(m));
+	r2cc_ctrl_batch_msg(&b, &m);
+	frame(dir, key, &m, "batch");
+	r2cc_ctrl_batch_free(&b);
 }
 
 static void ctrl_seeds(const char *dir)
@@ -146,6 +181,7 @@ static void ctrl_seeds(const char *dir)
 	m.hdr.type = R2CC_CTRL_KEEPALIVE;
 	m.keepalive_ns = 123456789;
 	frame(dir, &key, &m, "keepalive");
+	batch_seed(dir, &key);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_PEER_DOWN;
 	m.peer_down.rail = 1;

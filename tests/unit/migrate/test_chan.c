@@ -525,3 +525,71 @@ Test(chan, connections_past_the_budget_are_refused_and_counted, .timeout = 30)
 		close(fd[i]);
 	r2cc_chan_stop();
 }
+
+/* Held sends to one peer go out as one BATCH at the flush (one held
+ * message as itself); a BATCH received reaches the hooks message by
+ * message. */
+Test(chan, held_sends_go_as_one_batch_per_peer, .timeout = 30)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000ba7cULL;
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_batch b = { 0 };
+	struct r2cc_chan_stats st;
+	struct r2cc_ctrl_msg m, one;
+	int fd, i, len;
+
+	msgs = 0;
+	start();
+	fd = fake_peer(&key, id, 1);
+	r2cc_chan_hold();
+	for (i = 0; i < 500; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_FAILOVER;
+		m.failover.qpn = (uint32_t)i;
+		m.failover.reason = R2CC_CTRL_WHY_CARRIER;
+		cr_assert_eq(r2cc_chan_send(id, &m), 0);
+	}
+	cr_assert_eq(r2cc_chan_send(0x5eed0000deadULL, &m), -ENOTCONN,
+		     "a peer with no connection: as a send says");
+	r2cc_chan_flush();
+	read_frame(fd, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_BATCH);
+	cr_assert_eq(m.batch.n, 500);
+	r2cc_chan_get_stats(&st);
+	cr_assert_eq(st.batches_out, 1);
+	cr_assert_eq(st.batched_out, 500);
+	r2cc_chan_hold();
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILBACK;
+	m.failback.qpn = 9;
+	cr_assert_eq(r2cc_chan_send(id, &m), 0);
+	r2cc_chan_flush();
+	read_frame(fd, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_FAILBACK, "one: not a BATCH");
+	cr_assert_eq(m.failback.qpn, 9);
+
+	/* the peer's BATCH of three */
+	for (i = 0; i < 3; i++) {
+		memset(&one, 0, sizeof(one));
+		one.hdr.type = R2CC_CTRL_FAILOVER_ACK;
+		one.failover.qpn = 0x100u + (uint32_t)i;
+		one.failover.reason = R2CC_CTRL_WHY_PEER;
+		cr_assert_eq(r2cc_ctrl_batch_add(&b, &one), 0);
+	}
+	memset(&m, 0, sizeof(m));
+	r2cc_ctrl_batch_msg(&b, &m);
+	m.hdr.sender = id;
+	m.hdr.receiver = r2cc_chan_self();
+	m.hdr.seq = 2;
+	len = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_gt(len, 0);
+	cr_assert_eq(write(fd, buf, (size_t)len), len);
+	cr_assert(wait_for(&msgs, 3), "%d of 3 messages", msgs);
+	cr_assert_eq(got_msg.hdr.type, R2CC_CTRL_FAILOVER_ACK);
+	cr_assert_eq(got_msg.failover.qpn, 0x102, "the last, in order");
+	cr_assert_eq(got_peer, id);
+	r2cc_ctrl_batch_free(&b);
+	close(fd);
+	r2cc_chan_stop();
+}

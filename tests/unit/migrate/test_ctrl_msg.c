@@ -339,7 +339,7 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "version 2", R2CC_CTRL_PEER_DOWN, 4, 1, 2, -EPROTO },
 		{ "version 255", R2CC_CTRL_PEER_DOWN, 4, 1, 255, -EPROTO },
 		{ "type 0", R2CC_CTRL_PEER_DOWN, 5, 1, 0, -EPROTO },
-		{ "type 12", R2CC_CTRL_PEER_DOWN, 5, 1, 12, -EPROTO },
+		{ "type 13", R2CC_CTRL_PEER_DOWN, 5, 1, 13, -EPROTO },
 		{ "type 255", R2CC_CTRL_PEER_DOWN, 5, 1, 255, -EPROTO },
 		{ "type, other body", R2CC_CTRL_PEER_DOWN, 5, 1,
 		  R2CC_CTRL_KEEPALIVE, -EBADMSG },
@@ -929,4 +929,155 @@ Test(ctrl_msg, new_ids_are_random_and_nonzero, .timeout = 5)
 	cr_assert_neq(a, 0);
 	cr_assert_neq(b, 0);
 	cr_assert_neq(a, b);
+}
+
+/* Each message @m alone, encoded with @hdr's ids: compared byte by byte */
+static void same_msg(const struct r2cc_ctrl_msg *a,
+		     const struct r2cc_ctrl_msg *b)
+{
+	static uint8_t fa[R2CC_CTRL_FRAME_MAX], fb[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_msg x = *a, y = *b;
+	int na, nb;
+
+	x.hdr.seq = y.hdr.seq = 1;
+	x.hdr.sender = y.hdr.sender = 5;
+	x.hdr.receiver = y.hdr.receiver = 6;
+	na = r2cc_ctrl_encode(&key, &x, fa, sizeof(fa));
+	nb = r2cc_ctrl_encode(&key, &y, fb, sizeof(fb));
+	cr_assert_gt(na, 0);
+	cr_assert_eq(na, nb, "type %u", a->hdr.type);
+	cr_assert_eq(memcmp(fa, fb, (size_t)na), 0, "type %u", a->hdr.type);
+}
+
+Test(ctrl_msg, a_batch_carries_its_messages_in_order, .init = setup,
+     .timeout = 5)
+{
+	static const uint8_t types[] = { R2CC_CTRL_FAILOVER, R2CC_CTRL_QP_BIND,
+					 R2CC_CTRL_FAILBACK,
+					 R2CC_CTRL_MR_INVALIDATE,
+					 R2CC_CTRL_FAILOVER_ACK };
+	struct r2cc_ctrl_batch b = { 0 };
+	struct r2cc_ctrl_msg m, one, want;
+	uint32_t off = 0;
+	size_t i;
+	int n;
+
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		sample(types[i], i == 3, &m);
+		cr_assert_eq(r2cc_ctrl_batch_add(&b, &m), 0, "type %u",
+			     types[i]);
+	}
+	sample(R2CC_CTRL_KEEPALIVE, false, &m); /* for the header */
+	r2cc_ctrl_batch_msg(&b, &m);
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(dec(frame, (size_t)n, &m), 0);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_BATCH);
+	cr_assert_eq(m.batch.n, ARRAY_SIZE(types));
+	/* (dec() freed its copy: read from the frame itself) */
+	cr_assert_eq(r2cc_ctrl_decode(&key, frame, (size_t)n, &m), 0);
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		cr_assert_eq(r2cc_ctrl_batch_next(&m, &off, &one), 1);
+		cr_assert_eq(one.hdr.type, types[i]);
+		cr_assert_eq(one.hdr.sender, m.hdr.sender);
+		sample(types[i], i == 3, &want);
+		same_msg(&one, &want);
+	}
+	cr_assert_eq(r2cc_ctrl_batch_next(&m, &off, &one), 0);
+	r2cc_ctrl_batch_free(&b);
+}
+
+Test(ctrl_msg, a_batch_takes_only_messages_about_qps, .init = setup,
+     .timeout = 5)
+{
+	static const uint8_t types[] = {
+		R2CC_CTRL_HELLO,   R2CC_CTRL_LOOKUP,	R2CC_CTRL_LOOKUP_REPLY,
+		R2CC_CTRL_MR_KEYS, R2CC_CTRL_KEEPALIVE, R2CC_CTRL_PEER_DOWN
+	};
+	struct r2cc_ctrl_batch b = { 0 };
+	struct r2cc_ctrl_msg m;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		sample(types[i], false, &m);
+		cr_assert_eq(r2cc_ctrl_batch_add(&b, &m), -EINVAL, "type %u",
+			     types[i]);
+	}
+	sample(R2CC_CTRL_FAILOVER, false, &m);
+	m.failover.qpn = 1U << 24; /* out of range */
+	cr_assert_eq(r2cc_ctrl_batch_add(&b, &m), -EINVAL);
+	cr_assert_eq(b.n, 0);
+	/* an empty BATCH is no message */
+	sample(R2CC_CTRL_KEEPALIVE, false, &m);
+	r2cc_ctrl_batch_msg(&b, &m);
+	cr_assert_eq(r2cc_ctrl_encode(&key, &m, frame, sizeof(frame)), -EINVAL);
+	r2cc_ctrl_batch_free(&b);
+}
+
+Test(ctrl_msg, a_batch_fills_to_the_largest_body, .init = setup, .timeout = 10)
+{
+	static struct r2cc_ctrl_msg one;
+	struct r2cc_ctrl_batch b = { 0 };
+	struct r2cc_ctrl_msg m;
+	uint32_t off = 0;
+	int n, ret;
+
+	sample(R2CC_CTRL_FAILOVER, false, &m);
+	while (!(ret = r2cc_ctrl_batch_add(&b, &m)))
+		;
+	cr_assert_eq(ret, -ENOSPC);
+	/* 4 + 32 bytes each, in a 64 KiB body */
+	cr_assert_eq(b.n, (R2CC_CTRL_BODY_MAX - 4) / 32, "%u", b.n);
+	sample(R2CC_CTRL_KEEPALIVE, false, &m);
+	r2cc_ctrl_batch_msg(&b, &m);
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(r2cc_ctrl_decode(&key, frame, (size_t)n, &m), 0);
+	for (n = 0; r2cc_ctrl_batch_next(&m, &off, &one); n++)
+		cr_assert_eq(one.failover.qpn, 0x1234);
+	cr_assert_eq(n, b.n);
+	r2cc_ctrl_batch_free(&b);
+}
+
+/* The BATCH's count, an entry's type, its length, a byte after the
+ * last: each patched and resealed is refused. */
+Test(ctrl_msg, a_malformed_batch_is_refused, .init = setup, .timeout = 5)
+{
+	struct {
+		size_t off;
+		uint8_t val;
+	} patch[] = {
+		{ B(0), 3 }, /* n: 2 entries, 3 said */
+		{ B(0), 1 }, /* n: 1 said, 2 there */
+		{ B(2), 1 }, /* the BATCH's rsv */
+		{ B(4), R2CC_CTRL_HELLO }, /* an entry's type */
+		{ B(4), R2CC_CTRL_BATCH }, /* a BATCH in a BATCH */
+		{ B(5), 1 }, /* an entry's rsv */
+		{ B(6), 27 }, /* a FAILOVER's length, one short */
+		{ B(4 + 4 + 4), 0xff }, /* its reason out of range */
+	};
+	struct r2cc_ctrl_batch b = { 0 };
+	struct r2cc_ctrl_msg m;
+	uint8_t *copy;
+	size_t i;
+	int n;
+
+	sample(R2CC_CTRL_FAILOVER, false, &m);
+	cr_assert_eq(r2cc_ctrl_batch_add(&b, &m), 0);
+	cr_assert_eq(r2cc_ctrl_batch_add(&b, &m), 0);
+	sample(R2CC_CTRL_KEEPALIVE, false, &m);
+	r2cc_ctrl_batch_msg(&b, &m);
+	n = r2cc_ctrl_encode(&key, &m, frame, sizeof(frame));
+	cr_assert_gt(n, 0);
+	copy = malloc((size_t)n);
+	cr_assert_not_null(copy);
+	for (i = 0; i < ARRAY_SIZE(patch); i++) {
+		memcpy(copy, frame, (size_t)n);
+		copy[patch[i].off] = patch[i].val;
+		reseal(copy, (size_t)n);
+		cr_assert_eq(dec(copy, (size_t)n, &m), -EBADMSG, "patch %zu",
+			     i);
+	}
+	free(copy);
+	r2cc_ctrl_batch_free(&b);
 }
