@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * chan.c - the control channel: addresses, listeners, and the one thread
- * that serves every connection (poll with a bounded timeout); the API.
- * Other threads only send, under the channel lock. Connections and
+ * that serves every connection (poll with a bounded timeout); the API,
+ * and the gathering of messages into one frame per peer (a thread's
+ * holds, the outbox through which other threads send). Connections and
  * frames: chan_conn.c; resolves: chan_res.c.
  */
 #include <arpa/inet.h>
@@ -21,6 +22,7 @@
 #include "chan_res.h"
 
 struct chan_state cs = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			 .out_lock = PTHREAD_MUTEX_INITIALIZER,
 			 .wake_fd = -1,
 			 .rdv_fd = -1,
 			 .direct_fd = -1 };
@@ -173,6 +175,7 @@ static void *chan_thread(void *arg)
 		pthread_mutex_unlock(&cs.lock);
 		k = poll(pfd, (nfds_t)n, TICK_MS);
 		pthread_mutex_lock(&cs.lock);
+		chan_outbox_flush(0); /* what other threads sent */
 		for (i = 0; k > 0 && i < n && cs.running; i++) {
 			if (!pfd[i].revents)
 				continue;
@@ -216,7 +219,8 @@ static void *chan_thread(void *arg)
 
 /* ---- API ---- */
 
-int chan_send_now(uint64_t peer, struct r2cc_ctrl_msg *m)
+/* @m to @peer on one of its open connections, now (the lock held). */
+static int send_raw(uint64_t peer, struct r2cc_ctrl_msg *m)
 {
 	struct peer *p = cs.running ? chan_peer_find(peer) : NULL;
 	int ret = -ENOTCONN;
@@ -237,18 +241,9 @@ int chan_send_now(uint64_t peer, struct r2cc_ctrl_msg *m)
 	return ret;
 }
 
-/* This thread's gathering (r2cc_chan_hold()): a BATCH per peer. */
-static __thread struct held {
-	unsigned int depth, n, cap;
-	struct held_peer {
-		uint64_t peer;
-		struct r2cc_ctrl_batch b;
-	} * v;
-} held;
-
-/* The messages gathered for @h sent, the lock held: one as itself, more
- * as a BATCH; the batch emptied. */
-static void send_held(struct held_peer *h)
+/* The messages gathered for @h sent (the lock held): one as itself, more
+ * as a BATCH; then none are. */
+static void send_gathered(struct chan_gathered *h)
 {
 	struct r2cc_ctrl_msg *m = malloc(sizeof(*m));
 	uint32_t off = 0;
@@ -258,14 +253,12 @@ static void send_held(struct held_peer *h)
 		struct r2cc_ctrl_msg b = { 0 };
 
 		r2cc_ctrl_batch_msg(&h->b, &b);
-		b.hdr.type = R2CC_CTRL_BATCH;
-		ret = r2cc_ctrl_batch_next(&b, &off, m) ?
-			      chan_send_now(h->peer, m) :
-			      -EINVAL;
+		ret = r2cc_ctrl_batch_next(&b, &off, m) ? send_raw(h->peer, m) :
+							  -EINVAL;
 	} else if (m) {
 		memset(m, 0, sizeof(*m));
 		r2cc_ctrl_batch_msg(&h->b, m);
-		ret = chan_send_now(h->peer, m);
+		ret = send_raw(h->peer, m);
 		if (!ret) {
 			cs.st.batches_out++;
 			cs.st.batched_out += h->b.n;
@@ -281,56 +274,128 @@ static void send_held(struct held_peer *h)
 	h->b.len = 0;
 }
 
-/* @m gathered for @peer (the lock held): 0, -ENOTCONN, or what a BATCH
- * cannot carry (the caller sends it at once). */
-static int gather(uint64_t peer, struct r2cc_ctrl_msg *m)
+/* What @g holds for @peer (or, @peer 0, for everyone) sent (the lock
+ * held); a peer's batch kept for reuse unless @release. */
+static void send_all(struct chan_gathering *g, uint64_t peer, bool release)
 {
+	unsigned int i;
+
+	for (i = 0; i < g->n; i++) {
+		if (peer && g->v[i].peer != peer)
+			continue;
+		if (g->v[i].b.n)
+			send_gathered(&g->v[i]);
+		if (release)
+			r2cc_ctrl_batch_free(&g->v[i].b);
+	}
+	if (release && !peer)
+		g->n = 0;
+}
+
+/* @m gathered in @g for @peer (the lock that guards @g held; @g's
+ * batches that fill up are sent only when @send): 0, -ENOTCONN, -EINVAL
+ * (a message a BATCH does not carry), -ENOSPC or -ENOMEM. */
+static int gather(struct chan_gathering *g, uint64_t peer,
+		  struct r2cc_ctrl_msg *m, bool send)
+{
+	/* (the peers' map and each peer are read without cs.lock: a peer
+	 * once heard of stays, its connection index is atomic) */
 	struct peer *p = cs.running ? chan_peer_find(peer) : NULL;
-	struct held_peer *h = NULL, *v;
+	struct chan_gathered *h = NULL, *v;
 	unsigned int i;
 	int ret;
 
 	if (!p || p->conn < 0)
 		return -ENOTCONN;
-	for (i = 0; i < held.n && !h; i++)
-		if (held.v[i].peer == peer)
-			h = &held.v[i];
+	for (i = 0; i < g->n && !h; i++)
+		if (g->v[i].peer == peer)
+			h = &g->v[i];
 	if (!h) {
-		if (held.n == held.cap) {
-			v = reallocarray(held.v, held.cap ? 2 * held.cap : 8,
+		if (g->n == g->cap) {
+			v = reallocarray(g->v, g->cap ? 2 * g->cap : 8,
 					 sizeof(*v));
 			if (!v)
 				return -ENOMEM;
-			held.v = v;
-			held.cap = held.cap ? 2 * held.cap : 8;
+			g->v = v;
+			g->cap = g->cap ? 2 * g->cap : 8;
 		}
-		h = &held.v[held.n++];
+		h = &g->v[g->n++];
 		memset(h, 0, sizeof(*h));
 		h->peer = peer;
 	}
 	ret = r2cc_ctrl_batch_add(&h->b, m);
-	if (ret == -ENOSPC) { /* full: that one goes now */
-		send_held(h);
+	if (ret == -ENOSPC && send) { /* full: that one goes now */
+		send_gathered(h);
 		ret = r2cc_ctrl_batch_add(&h->b, m);
 	}
 	return ret;
 }
 
+/* This thread's gathering between r2cc_chan_hold() and its flush. */
+static __thread struct {
+	unsigned int depth;
+	struct chan_gathering g;
+} held;
+
+void chan_outbox_flush(uint64_t peer)
+{
+	struct chan_gathering g = { 0 };
+	struct chan_gathered one;
+	unsigned int i;
+
+	/* Taken out under out_lock, sent after: a thread handing a message
+	 * over never waits on a write. */
+	pthread_mutex_lock(&cs.out_lock);
+	if (!peer) {
+		g = cs.outbox;
+		memset(&cs.outbox, 0, sizeof(cs.outbox));
+	}
+	for (i = 0; peer && i < cs.outbox.n; i++)
+		if (cs.outbox.v[i].peer == peer && cs.outbox.v[i].b.n) {
+			one = cs.outbox.v[i];
+			memset(&cs.outbox.v[i].b, 0, sizeof(one.b));
+			g.v = &one;
+			g.n = 1;
+		}
+	pthread_mutex_unlock(&cs.out_lock);
+	send_all(&g, 0, true);
+	if (!peer)
+		free(g.v);
+}
+
+/* @m to the channel thread's outbox (not the channel thread, no hold):
+ * 0, or -ENOTCONN, -EINVAL, -ENOSPC, -ENOMEM (not handed over). */
+static int to_outbox(uint64_t peer, struct r2cc_ctrl_msg *m)
+{
+	int ret;
+
+	pthread_mutex_lock(&cs.out_lock);
+	ret = gather(&cs.outbox, peer, m, false);
+	pthread_mutex_unlock(&cs.out_lock);
+	if (!ret)
+		chan_wake();
+	return ret;
+}
+
 int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m)
 {
-	unsigned int i;
 	int ret = -EINVAL;
 
+	/* another thread (the program's) hands it over, takes no cs.lock;
+	 * what cannot go there (or finds no connection at a glance: one
+	 * may be opening) is sent below, as the channel thread would */
+	if (!held.depth && cs.running &&
+	    !pthread_equal(pthread_self(), cs.thread) && !to_outbox(peer, m))
+		return 0;
 	pthread_mutex_lock(&cs.lock);
 	if (held.depth)
-		ret = gather(peer, m);
-	if (ret == -EINVAL || ret == -ENOMEM) {
+		ret = gather(&held.g, peer, m, true);
+	if (ret == -EINVAL || ret == -ENOSPC || ret == -ENOMEM) {
 		/* not gathered: what was, for that peer, goes first (an
 		 * MR_INVALIDATE before the MR_KEYS of a key reused) */
-		for (i = 0; i < held.n; i++)
-			if (held.v[i].peer == peer && held.v[i].b.n)
-				send_held(&held.v[i]);
-		ret = chan_send_now(peer, m);
+		chan_outbox_flush(peer);
+		send_all(&held.g, peer, false);
+		ret = send_raw(peer, m);
 	}
 	pthread_mutex_unlock(&cs.lock);
 	return ret;
@@ -343,17 +408,11 @@ void r2cc_chan_hold(void)
 
 void r2cc_chan_flush(void)
 {
-	unsigned int i;
-
 	if (!held.depth || --held.depth)
 		return;
 	pthread_mutex_lock(&cs.lock);
-	for (i = 0; i < held.n; i++) {
-		if (held.v[i].b.n)
-			send_held(&held.v[i]);
-		r2cc_ctrl_batch_free(&held.v[i].b);
-	}
-	held.n = 0;
+	chan_outbox_flush(0); /* (older: first) */
+	send_all(&held.g, 0, true);
 	pthread_mutex_unlock(&cs.lock);
 }
 
@@ -398,6 +457,7 @@ static void after_fork_child(void)
 	/* The thread is not in the child: the child runs unprotected, and
 	 * the lock may have been held by a parent thread at fork. */
 	pthread_mutex_init(&cs.lock, NULL);
+	pthread_mutex_init(&cs.out_lock, NULL);
 	cs.running = false;
 }
 
@@ -490,6 +550,11 @@ void r2cc_chan_stop(void)
 	chan_wake();
 	pthread_join(cs.thread, NULL);
 	pthread_mutex_lock(&cs.lock);
+	chan_outbox_flush(0); /* what came after the last round */
+	pthread_mutex_lock(&cs.out_lock);
+	free(cs.outbox.v);
+	memset(&cs.outbox, 0, sizeof(cs.outbox));
+	pthread_mutex_unlock(&cs.out_lock);
 	for (i = 0; i < cs.nconn; i++) {
 		cs.conns[i]->res = -1;
 		chan_conn_close(i);

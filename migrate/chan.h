@@ -82,9 +82,12 @@ int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie);
 /**
  * r2cc_chan_send() - send @m to @peer (header ids and seq are set here)
  * on one of the connections open to @peer; one whose send fails is closed
- * and the next one tried. Blocking for at most MIG_CHAN_STEP_MS per
- * connection. Return: 0, -ENOTCONN (no open connection to @peer, or the
- * send failed on each) or -EINVAL (encode).
+ * and the next one tried. The channel thread, and messages a BATCH does
+ * not carry, block for at most MIG_CHAN_STEP_MS per connection; from any
+ * other thread a message about a QP is handed to the channel thread
+ * (0: the peer has an open connection; a frame that then fails to go is
+ * counted, batch_lost). Return: 0, -ENOTCONN (no open connection to
+ * @peer, or the send failed on each) or -EINVAL (encode).
  */
 int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m);
 /*

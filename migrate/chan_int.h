@@ -51,7 +51,9 @@ struct peer {
 	uint64_t id; /* 0: free */
 	struct r2cc_ctrl_replay win; /* its seqs we accepted */
 	struct peer *next; /* cs.peer_list */
-	int conn; /* open connection, or -1 */
+	/* Open connection, or -1; written under cs.lock, read without it
+	 * by a thread that hands a message to the outbox */
+	_Atomic int conn;
 	uint32_t pid;
 	int naddr;
 	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
@@ -66,6 +68,15 @@ struct res {
 	uint64_t owner;
 	int naddr, next; /* the owner's addresses, the next to try */
 	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
+};
+
+/* Messages gathered per peer, each peer's to go as one frame (chan.c) */
+struct chan_gathering {
+	unsigned int n, cap;
+	struct chan_gathered {
+		uint64_t peer;
+		struct r2cc_ctrl_batch b;
+	} * v;
 };
 
 struct chan_state {
@@ -92,6 +103,13 @@ struct chan_state {
 	struct peer *peer_list;
 	unsigned int npeers;
 	bool conns_said, peers_said, res_said;
+	/* What threads other than the channel's send: the channel thread
+	 * sends it at its next round (woken), so no program thread waits
+	 * on the network, on cs.lock (held across a write) or computes a
+	 * MAC. Under out_lock alone; taken under cs.lock, never the
+	 * reverse. */
+	pthread_mutex_t out_lock;
+	struct chan_gathering outbox;
 	/* Our last seq, to every peer: each sees it increase (with gaps),
 	 * which is all its replay window needs. */
 	uint64_t seq;
@@ -123,8 +141,8 @@ static inline void chan_wake(void)
 	(void)n; /* a full counter wakes the thread anyway */
 }
 
-/* (chan.c) @m to @peer now, held or not, the lock held: r2cc_chan_send()'s
- * result. */
-int chan_send_now(uint64_t peer, struct r2cc_ctrl_msg *m);
+/* (chan.c) What other threads sent, gathered in cs.outbox (for @peer, or
+ * for every peer with @peer 0), sent now (cs.lock held). */
+void chan_outbox_flush(uint64_t peer);
 
 #endif /* R2CC_MIG_CHAN_INT_H */

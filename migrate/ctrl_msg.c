@@ -257,14 +257,14 @@ static void x_body(struct cur *c, struct r2cc_ctrl_msg *m)
 
 /* A BATCH entry: type u8 | rsv u8 | len u16 | body */
 #define BATCH_ENT_HDR 4
-/* Room for the largest body a BATCH carries (MR_INVALIDATE's) */
-#define BATCH_ENT_MAX (BATCH_ENT_HDR + 4 + 4 * R2CC_CTRL_MAX_MRS)
+/* Room for the largest body a BATCH carries (MR_KEYS') */
+#define BATCH_ENT_MAX (BATCH_ENT_HDR + 4 + 24 * R2CC_CTRL_MAX_MRS)
 
 static bool batchable(uint8_t type)
 {
-	return type == R2CC_CTRL_QP_BIND || type == R2CC_CTRL_MR_INVALIDATE ||
-	       type == R2CC_CTRL_FAILOVER || type == R2CC_CTRL_FAILOVER_ACK ||
-	       type == R2CC_CTRL_FAILBACK;
+	return type == R2CC_CTRL_QP_BIND || type == R2CC_CTRL_MR_KEYS ||
+	       type == R2CC_CTRL_MR_INVALIDATE || type == R2CC_CTRL_FAILOVER ||
+	       type == R2CC_CTRL_FAILOVER_ACK || type == R2CC_CTRL_FAILBACK;
 }
 
 static bool body_ok(const struct r2cc_ctrl_msg *m);

@@ -56,7 +56,8 @@
  *                   len u16 | the body of a message of that type, len
  *                   bytes): many messages about QPs to one peer in one
  *                   frame (one MAC, one seq, one write). Types: QP_BIND,
- *                   MR_INVALIDATE, FAILOVER, FAILOVER_ACK, FAILBACK.
+ *                   MR_KEYS, MR_INVALIDATE, FAILOVER, FAILOVER_ACK,
+ *                   FAILBACK.
  * QPNs and PSNs are 24-bit. Decoding is strict, so encode(decode(f)) == f.
  */
 #define R2CC_CTRL_VERSION 1

@@ -267,27 +267,24 @@ Test(chan, watched_fd_is_served_until_stop)
 }
 
 /* One whole frame from @fd within 10 s, decoded into @m: 0 or -1 (no
- * assertion: test threads use it too). */
+ * assertion: test threads use it too). A BATCH's entries stay in this
+ * thread's buffer until its next frame. */
 static int get_frame(int fd, const struct r2cc_ctrl_key *key,
 		     struct r2cc_ctrl_msg *m)
 {
-	uint8_t *buf = malloc(R2CC_CTRL_FRAME_MAX);
+	static __thread uint8_t buf[R2CC_CTRL_FRAME_MAX];
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	size_t have = 0;
-	int flen = -EAGAIN, ret = -1;
+	int flen = -EAGAIN;
 
-	while (buf && ((flen = r2cc_ctrl_frame_len(buf, have)) == -EAGAIN ||
-		       (flen > 0 && have < (size_t)flen))) {
+	while ((flen = r2cc_ctrl_frame_len(buf, have)) == -EAGAIN ||
+	       (flen > 0 && have < (size_t)flen)) {
 		/* byte by byte: the next frame stays in the socket */
 		if (poll(&p, 1, 10000) != 1 || read(fd, buf + have, 1) != 1)
-			goto out;
+			return -1;
 		have++;
 	}
-	if (buf && flen > 0 && !r2cc_ctrl_decode(key, buf, have, m))
-		ret = 0;
-out:
-	free(buf);
-	return ret;
+	return flen > 0 && !r2cc_ctrl_decode(key, buf, have, m) ? 0 : -1;
 }
 
 static void read_frame(int fd, const struct r2cc_ctrl_key *key,
@@ -590,6 +587,47 @@ Test(chan, held_sends_go_as_one_batch_per_peer, .timeout = 30)
 	cr_assert_eq(got_msg.failover.qpn, 0x102, "the last, in order");
 	cr_assert_eq(got_peer, id);
 	r2cc_ctrl_batch_free(&b);
+	close(fd);
+	r2cc_chan_stop();
+}
+
+/* A message about a QP sent from another thread than the channel's (the
+ * program's) is handed to the channel thread: every one arrives, in
+ * order, in as few frames as it gathered. */
+Test(chan, other_threads_sends_go_through_the_channel_thread, .timeout = 30)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000b0c5ULL;
+	struct r2cc_chan_stats st;
+	struct r2cc_ctrl_msg m, one;
+	int fd, i, got = 0, frames = 0;
+	uint32_t off;
+
+	start();
+	fd = fake_peer(&key, id, 1);
+	for (i = 0; i < 100; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_FAILOVER;
+		m.failover.qpn = (uint32_t)i;
+		m.failover.reason = R2CC_CTRL_WHY_CQ_ERROR;
+		cr_assert_eq(r2cc_chan_send(id, &m), 0);
+	}
+	while (got < 100) {
+		read_frame(fd, &key, &m);
+		frames++;
+		if (m.hdr.type != R2CC_CTRL_BATCH) {
+			cr_assert_eq(m.hdr.type, R2CC_CTRL_FAILOVER);
+			cr_assert_eq(m.failover.qpn, (uint32_t)got++);
+			continue;
+		}
+		for (off = 0; r2cc_ctrl_batch_next(&m, &off, &one);)
+			cr_assert_eq(one.failover.qpn, (uint32_t)got++,
+				     "out of order");
+	}
+	cr_assert_eq(got, 100);
+	r2cc_chan_get_stats(&st);
+	cr_assert_eq(st.batch_lost, 0);
+	cr_assert_leq(frames, 100);
 	close(fd);
 	r2cc_chan_stop();
 }
