@@ -250,6 +250,10 @@ int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 		off += (size_t)n;
 	}
 	cs.st.sent++;
+	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_OUT, 1);
+	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_OUT,
+			     m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1);
+	r2cc_status_ctrl_add(R2CC_CTRL_BYTES_OUT, (uint64_t)len);
 	return 0;
 }
 
@@ -354,6 +358,10 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		chan_conn_close(i); /* a stream out of step cannot recover */
 		goto out;
 	}
+	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_IN, 1);
+	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_IN,
+			     m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1);
+	r2cc_status_ctrl_add(R2CC_CTRL_BYTES_IN, len);
 	switch (m->hdr.type) {
 	case R2CC_CTRL_HELLO:
 		if (c->role == C_ACCEPTED || c->role == C_HELLO)

@@ -291,6 +291,29 @@ void r2cc_status_refused(enum r2cc_refusal why)
 		atomic_fetch_add(&ws.hdr->refused[why], 1);
 }
 
+_Static_assert(R2CC_CTRL_CNT_N <= R2CC_CTRL_CNT_SLOTS, "counters' room");
+
+const char *r2cc_ctrl_count_name(unsigned int what)
+{
+	static const char *const n[R2CC_CTRL_CNT_N] = {
+		[R2CC_CTRL_FRAMES_OUT] = "frames_out",
+		[R2CC_CTRL_MSGS_OUT] = "messages_out",
+		[R2CC_CTRL_BYTES_OUT] = "bytes_out",
+		[R2CC_CTRL_FRAMES_IN] = "frames_in",
+		[R2CC_CTRL_MSGS_IN] = "messages_in",
+		[R2CC_CTRL_BYTES_IN] = "bytes_in",
+	};
+
+	return what < R2CC_CTRL_CNT_N ? n[what] : NULL;
+}
+
+void r2cc_status_ctrl_add(enum r2cc_ctrl_count what, uint64_t n)
+{
+	if (ws.hdr && (unsigned int)what < R2CC_CTRL_CNT_N)
+		atomic_fetch_add_explicit(&ws.hdr->ctrl[what], n,
+					  memory_order_relaxed);
+}
+
 void r2cc_status_ctrl(uint64_t id, uint16_t port)
 {
 	if (!ws.hdr)

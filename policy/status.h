@@ -113,6 +113,21 @@ enum r2cc_refusal {
 	R2CC_REFUSE_N
 };
 #define R2CC_REFUSE_SLOTS 8 /* room in the record, >= R2CC_REFUSE_N */
+
+/* The control channel's traffic: frames (one MAC each) and the messages
+ * they carried (a BATCH carries many), each way. */
+enum r2cc_ctrl_count {
+	R2CC_CTRL_FRAMES_OUT,
+	R2CC_CTRL_MSGS_OUT,
+	R2CC_CTRL_BYTES_OUT,
+	R2CC_CTRL_FRAMES_IN,
+	R2CC_CTRL_MSGS_IN,
+	R2CC_CTRL_BYTES_IN,
+	R2CC_CTRL_CNT_N
+};
+#define R2CC_CTRL_CNT_SLOTS 8 /* room in the record, >= R2CC_CTRL_CNT_N */
+/* "frames_out", ...: the JSON key of @what; NULL past the last. */
+const char *r2cc_ctrl_count_name(unsigned int what);
 /* "early_binds", ...: the JSON key and metric label of @why; NULL past
  * the last. */
 const char *r2cc_refusal_name(unsigned int why);
@@ -143,6 +158,8 @@ struct r2cc_status_hdr {
 	uint32_t rsv2;
 	/* What r2cc refused past a budget, by enum r2cc_refusal */
 	_Atomic uint64_t refused[R2CC_REFUSE_SLOTS];
+	/* The control channel's traffic, by enum r2cc_ctrl_count */
+	_Atomic uint64_t ctrl[R2CC_CTRL_CNT_SLOTS];
 };
 
 /* Writer (the shim). All return 0 or -errno unless said otherwise. */
@@ -167,6 +184,8 @@ void r2cc_status_event(int rail, uint32_t state, uint32_t cause);
 void r2cc_status_qp_event(const struct r2cc_status_event *ev);
 /* One more of @why refused (any thread; a no-op when not open). */
 void r2cc_status_refused(enum r2cc_refusal why);
+/* @n more of @what (any thread; a no-op when not open). */
+void r2cc_status_ctrl_add(enum r2cc_ctrl_count what, uint64_t n);
 /* This process's control endpoint, for the node's rendezvous. */
 void r2cc_status_ctrl(uint64_t id, uint16_t port);
 /**

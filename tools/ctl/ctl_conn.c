@@ -254,6 +254,36 @@ static void fam_refused(const struct r2cc_status_snap *s)
 	}
 }
 
+static void fam_ctrl(const struct r2cc_status_snap *s, bool msgs)
+{
+	static const char *const dir[] = { "out", "in" };
+	static const int what[2][2] = {
+		{ R2CC_CTRL_FRAMES_OUT, R2CC_CTRL_FRAMES_IN },
+		{ R2CC_CTRL_MSGS_OUT, R2CC_CTRL_MSGS_IN },
+	};
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		printf("%s{pid=\"%d\",comm=\"",
+		       msgs ? "r2cc_ctrl_messages_total" :
+			      "r2cc_ctrl_frames_total",
+		       s->hdr.pid);
+		label(s->hdr.comm);
+		printf("\",dir=\"%s\"} %llu\n", dir[d],
+		       (unsigned long long)s->hdr.ctrl[what[msgs][d]]);
+	}
+}
+
+static void fam_ctrl_frames(const struct r2cc_status_snap *s)
+{
+	fam_ctrl(s, false);
+}
+
+static void fam_ctrl_msgs(const struct r2cc_status_snap *s)
+{
+	fam_ctrl(s, true);
+}
+
 static const struct family {
 	const char *name, *type, *help;
 	void (*fn)(const struct r2cc_status_snap *s);
@@ -280,6 +310,12 @@ static const struct family {
 	{ "r2cc_refused_total", "counter",
 	  "What r2cc refused past one of its budgets, by reason.",
 	  fam_refused },
+	{ "r2cc_ctrl_frames_total", "counter",
+	  "Control channel frames (one MAC each), by direction.",
+	  fam_ctrl_frames },
+	{ "r2cc_ctrl_messages_total", "counter",
+	  "Control messages those frames carried, by direction.",
+	  fam_ctrl_msgs },
 };
 
 int metrics_main(int argc, char **argv)

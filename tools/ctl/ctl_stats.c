@@ -3,7 +3,8 @@
  * ctl_stats.c - r2cc-ctl stats [show] [pid PID]: one line (or JSON object)
  * per process running r2cc, its QP slots' counters summed: work requests,
  * completions, errors, bytes, QPs by protection state, failovers, replay;
- * and what it refused past a budget, by reason.
+ * what it refused past a budget, by reason; its control channel's frames
+ * and messages each way.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,20 @@ static void print_refused(const struct r2cc_status_snap *s)
 	}
 }
 
+/* The control channel's frames and messages each way (JSON: ctrl_*). */
+static void print_ctrl(const struct r2cc_status_snap *s)
+{
+	char key[48], fmt[48];
+	unsigned int i;
+
+	for (i = 0; i < R2CC_CTRL_CNT_N; i++) {
+		snprintf(key, sizeof(key), "ctrl_%s", r2cc_ctrl_count_name(i));
+		snprintf(fmt, sizeof(fmt), " ctrl_%s %%lld",
+			 r2cc_ctrl_count_name(i));
+		pr_int(key, fmt, (long long)s->hdr.ctrl[i]);
+	}
+}
+
 static void print_proc(const struct r2cc_status_snap *s)
 {
 	struct totals t = { 0 };
@@ -93,6 +108,7 @@ static void print_proc(const struct r2cc_status_snap *s)
 	pr_int("replayed_wrs", " replayed %lld", (long long)t.replayed_wrs);
 	pr_int("replayed_bytes", " replayed_bytes %lld",
 	       (long long)t.replayed_bytes);
+	print_ctrl(s);
 	pr_end_obj();
 	pr_newline();
 }

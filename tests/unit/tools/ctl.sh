@@ -132,10 +132,12 @@ t stats 0 $ctl -j stats &&
 		and .[0].replayed_bytes == 4096 and .[0].qp_overflow == 0
 		and .[0].refused_peer_keys == 2 and .[0].refused_resolves == 1
 		and .[0].refused_early_binds == 0 and .[0].refused_ctrl_conns == 0
-		and .[0].refused_ctrl_peers == 0' \
+		and .[0].refused_ctrl_peers == 0
+		and .[0].ctrl_frames_out == 2 and .[0].ctrl_messages_out == 700
+		and .[0].ctrl_messages_in == 701' \
 		"$out" > /dev/null || { echo "FAIL stats: $(cat "$out")"; fail=1; }
 t stats-text 0 $ctl stats pid "$wpid" &&
-	has "$out" "qps 2 (none 0 binding 0 ready 1 migrated 1 failed 0) overflow 0 refused 3 (peer_keys 2) (resolves 1) posted 1007 recv 11 completions 72 errors 2 bytes 65536700 bytes_recv 300 failovers 1 replayed 5 replayed_bytes 4096$"
+	has "$out" "qps 2 (none 0 binding 0 ready 1 migrated 1 failed 0) overflow 0 refused 3 (peer_keys 2) (resolves 1) posted 1007 recv 11 completions 72 errors 2 bytes 65536700 bytes_recv 300 failovers 1 replayed 5 replayed_bytes 4096 ctrl_frames_out 2 ctrl_messages_out 700 ctrl_bytes_out 22500 ctrl_frames_in 3 ctrl_messages_in 701 ctrl_bytes_in 22600$"
 t stats-show 0 $ctl stats show pid "$wpid" && has "$out" "^pid $wpid "
 t stats-otherpid 4 $ctl stats pid 1
 t stats-badpid 1 $ctl stats pid x && has "$err" "usage: r2cc-ctl stats"
@@ -157,6 +159,8 @@ has "$out" '^r2cc_wr_bytes_posted_total{pid="'"$wpid"'",comm="[^"]*",dev="mlx5_0
 has "$out" '^r2cc_recv_posted_total{.*qpn="258"} 11$'
 has "$out" '^r2cc_refused_total{pid="'"$wpid"'",comm="[^"]*",reason="peer_keys"} 2$'
 has "$out" '^r2cc_refused_total{.*reason="early_binds"} 0$'
+has "$out" '^r2cc_ctrl_frames_total{pid="'"$wpid"'",comm="[^"]*",dir="out"} 2$'
+has "$out" '^r2cc_ctrl_messages_total{.*dir="in"} 701$'
 # events: rail changes, QP failovers and standbys in one list, oldest first.
 t events 0 $ctl -j events &&
 	jq -e 'length == 5 and all(.[]; .pid > 0 and .comm != null)

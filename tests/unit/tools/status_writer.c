@@ -72,6 +72,12 @@ int main(void)
 	r2cc_status_refused(R2CC_REFUSE_PEER_KEYS);
 	r2cc_status_refused(R2CC_REFUSE_PEER_KEYS);
 	r2cc_status_refused(R2CC_REFUSE_RESOLVE);
+	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_OUT, 2);
+	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_OUT, 700);
+	r2cc_status_ctrl_add(R2CC_CTRL_BYTES_OUT, 22500);
+	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_IN, 3);
+	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_IN, 701);
+	r2cc_status_ctrl_add(R2CC_CTRL_BYTES_IN, 22600);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	while (read(0, &c, 1) > 0)
