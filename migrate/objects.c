@@ -209,6 +209,48 @@ nomem:
 	return NULL;
 }
 
+/*
+ * Released QPs, freed MIG_RETIRED releases later (ps.lock): a thread
+ * polling one of its CQs may still hold a pointer read from the CQ's list
+ * (r2cc_mig_poll_more()), or from the shim's QP, for a completion the
+ * program polls after its destroy. The memory of destroyed QPs stays
+ * bounded (the shim keeps its own QP objects the same way).
+ */
+static struct {
+	struct r2cc_mig_qp *v[MIG_RETIRED]; /* a ring; NULL: empty */
+	unsigned int next; /* the oldest, the next to free */
+} retired;
+
+static void qp_free(struct r2cc_mig_qp *mq)
+{
+	pthread_mutex_destroy(&mq->lock);
+	free(mq);
+}
+
+static void retire(struct r2cc_mig_qp *mq)
+{
+	pthread_mutex_lock(&ps.lock);
+	if (retired.v[retired.next])
+		qp_free(retired.v[retired.next]);
+	retired.v[retired.next] = mq;
+	retired.next = (retired.next + 1) % MIG_RETIRED;
+	pthread_mutex_unlock(&ps.lock);
+}
+
+void r2cc_mig_retired_free(struct r2cc_mig_qp *mq)
+{
+	unsigned int i;
+
+	pthread_mutex_lock(&ps.lock);
+	for (i = 0; i < MIG_RETIRED; i++)
+		if (retired.v[i] == mq) {
+			retired.v[i] = NULL;
+			qp_free(mq);
+			break;
+		}
+	pthread_mutex_unlock(&ps.lock);
+}
+
 void r2cc_mig_release(struct r2cc_mig_qp *mq)
 {
 	struct r2cc_mig_qp **pp;
@@ -242,8 +284,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	mq->held = NULL;
 	mq->nheld = mq->held_cap = 0;
 	pthread_mutex_unlock(&mq->lock);
-	/* Not freed: a thread polling one of its CQs may still hold a
-	 * pointer read from the CQ's list (r2cc_mig_poll_more()). */
+	retire(mq);
 }
 
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq)

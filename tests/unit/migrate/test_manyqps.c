@@ -9,6 +9,7 @@
  * test_failover.c (fo_fixture.c).
  */
 #include <criterion/criterion.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,4 +224,34 @@ Test(manyqps, qps_are_found_by_qpn_among_repeats, .init = setup,
 	pthread_mutex_unlock(&ps.lock);
 	for (i = 0; i < 3; i++)
 		r2cc_mig_test_free(q[i]);
+}
+
+/* Destroyed QPs do not pile up: past the last MIG_RETIRED released, each
+ * release frees one (the heap in use stays within the ring's size). */
+Test(manyqps, released_qps_are_freed_past_the_ring, .init = setup,
+     .fini = teardown, .timeout = 60)
+{
+#ifdef __SANITIZE_ADDRESS__
+	cr_skip_test("mallinfo2() does not see ASan's heap");
+#else
+	struct ibv_qp_cap cap = { .max_send_wr = 4, .max_recv_wr = 4 };
+	struct fake_qp p = { 0 };
+	struct r2cc_mig_qp *q;
+	size_t before = 0, after;
+	int i;
+
+	p.qp.context = &ctx;
+	for (i = 0; i < 3 * MIG_RETIRED; i++) {
+		if (i == MIG_RETIRED) /* the ring full: a steady state */
+			before = mallinfo2().uordblks;
+		p.qp.qp_num = 0x9000 + (uint32_t)i;
+		q = r2cc_mig_qp_new(&p.qp, &cap, false, mc, mc, NULL, NULL);
+		cr_assert(q);
+		r2cc_mig_release(q);
+	}
+	after = mallinfo2().uordblks;
+	cr_assert_lt(after, before + 64 * 1024,
+		     "%zu bytes more after %d QPs made and released",
+		     after - before, 2 * MIG_RETIRED);
+#endif
 }
