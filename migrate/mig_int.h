@@ -111,6 +111,7 @@ struct r2cc_mig_srq {
 
 struct r2cc_mig_qp {
 	struct r2cc_mig_qp *next; /* ps.qps */
+	uint64_t freed_ns; /* r2cc_mig_free()'s time (objects.c, ps.lock) */
 	/* Chains of ps.by_qpn and ps.by_dest (objects.c, ps.lock) */
 	struct r2cc_mig_qp *qpn_next, *dest_next;
 	bool dest_indexed;

@@ -83,7 +83,8 @@ void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn)
 
 void r2cc_mig_test_free(struct r2cc_mig_qp *mq)
 {
-	r2cc_mig_retired_free(mq);
+	pthread_mutex_destroy(&mq->lock);
+	free(mq);
 }
 
 void r2cc_mig_test_srq_bound(struct r2cc_mig_srq *s, struct ibv_srq *bsrq,

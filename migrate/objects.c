@@ -14,6 +14,7 @@
 #include "objects.h"
 #include "srq.h"
 #include "standby.h"
+#include "tick.h"
 #include "wake.h"
 
 /*
@@ -210,15 +211,16 @@ nomem:
 }
 
 /*
- * Released QPs, freed MIG_RETIRED releases later (ps.lock): a thread
- * polling one of its CQs may still hold a pointer read from the CQ's list
- * (r2cc_mig_poll_more()), or from the shim's QP, for a completion the
- * program polls after its destroy. The memory of destroyed QPs stays
- * bounded (the shim keeps its own QP objects the same way).
+ * Freed QPs, in the order they were freed (ps.lock), each really freed
+ * once MIG_RETIRED more have come after it and a second has passed: a
+ * thread polling one of its CQs may still hold a pointer read from the
+ * CQ's list (r2cc_mig_poll_more()), or from the shim's QP for a
+ * completion polled after the destroy. The memory of destroyed QPs stays
+ * bounded by the larger of MIG_RETIRED and a second's worth of them.
  */
 static struct {
-	struct r2cc_mig_qp *v[MIG_RETIRED]; /* a ring; NULL: empty */
-	unsigned int next; /* the oldest, the next to free */
+	struct r2cc_mig_qp *head, *tail; /* linked by next */
+	unsigned int n;
 } retired;
 
 static void qp_free(struct r2cc_mig_qp *mq)
@@ -227,27 +229,35 @@ static void qp_free(struct r2cc_mig_qp *mq)
 	free(mq);
 }
 
-static void retire(struct r2cc_mig_qp *mq)
+void r2cc_mig_free(struct r2cc_mig_qp *mq)
 {
-	pthread_mutex_lock(&ps.lock);
-	if (retired.v[retired.next])
-		qp_free(retired.v[retired.next]);
-	retired.v[retired.next] = mq;
-	retired.next = (retired.next + 1) % MIG_RETIRED;
-	pthread_mutex_unlock(&ps.lock);
-}
+	uint64_t now = r2cc_mig_now_ns();
+	struct r2cc_mig_qp *old;
 
-void r2cc_mig_retired_free(struct r2cc_mig_qp *mq)
-{
-	unsigned int i;
-
+	if (!mq)
+		return;
 	pthread_mutex_lock(&ps.lock);
-	for (i = 0; i < MIG_RETIRED; i++)
-		if (retired.v[i] == mq) {
-			retired.v[i] = NULL;
-			qp_free(mq);
-			break;
-		}
+	if (mq->freed_ns) { /* (freed twice: once is all) */
+		pthread_mutex_unlock(&ps.lock);
+		return;
+	}
+	mq->freed_ns = now;
+	mq->next = NULL;
+	if (retired.tail)
+		retired.tail->next = mq;
+	else
+		retired.head = mq;
+	retired.tail = mq;
+	retired.n++;
+	while (retired.n > MIG_RETIRED &&
+	       r2cc_mig_past(retired.head->freed_ns, now, 1000)) {
+		old = retired.head;
+		retired.head = old->next;
+		retired.n--;
+		qp_free(old);
+	}
+	if (!retired.head)
+		retired.tail = NULL;
 	pthread_mutex_unlock(&ps.lock);
 }
 
@@ -284,7 +294,6 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	mq->held = NULL;
 	mq->nheld = mq->held_cap = 0;
 	pthread_mutex_unlock(&mq->lock);
-	retire(mq);
 }
 
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq)

@@ -7,10 +7,8 @@
 
 #include "mig_int.h"
 
-/* Released QPs are freed this many releases later (objects.c). */
+/* Freed QPs are freed for good this many frees and a second later. */
 #define MIG_RETIRED 1024
-/* @mq, released, freed now (a test's, when nothing can hold it). */
-void r2cc_mig_retired_free(struct r2cc_mig_qp *mq);
 /* The QP whose resolve cookie is @cookie, or NULL (ps.lock held). */
 struct r2cc_mig_qp *r2cc_mig_by_cookie(uint64_t cookie);
 /* The first of the QPs whose own QPN is @qpn (any device), the rest

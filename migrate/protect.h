@@ -196,6 +196,11 @@ void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why);
 /* The program destroys its QP: drop the backup (before the real destroy,
  * so no thread fences a QP the provider has freed). */
 void r2cc_mig_release(struct r2cc_mig_qp *mq);
+/* The program's QP is gone (its destroy succeeded): @mq, released, is
+ * freed MIG_RETIRED frees and a second later (a poller may still hold
+ * it). Once per QP; a destroy that failed leaves it released, not freed
+ * (the QP runs on, unprotected). */
+void r2cc_mig_free(struct r2cc_mig_qp *mq);
 /* Is @mq on its backup or being moved (its own QP's async events are
  * r2cc's, and the program's QP shows the state the program set)? */
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq);

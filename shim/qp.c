@@ -316,6 +316,7 @@ R2CC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		r2cc_mig_release(q->mig);
 	ret = r2cc_real.ibv_destroy_qp(qp);
 	if (!ret && q) {
+		r2cc_mig_free(q->mig);
 		q->mig = NULL;
 		r2cc_map_remove(&r2cc_shim.qpn, r2cc_qpn_key(q->ctx, q->qpn));
 		r2cc_obj_del(qp, q, qp_retire);

@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* before fo_fixture.h: its global mq would shadow their parameters */
 #include "mig_int.h"
@@ -226,32 +227,47 @@ Test(manyqps, qps_are_found_by_qpn_among_repeats, .init = setup,
 		r2cc_mig_test_free(q[i]);
 }
 
-/* Destroyed QPs do not pile up: past the last MIG_RETIRED released, each
- * release frees one (the heap in use stays within the ring's size). */
-Test(manyqps, released_qps_are_freed_past_the_ring, .init = setup,
-     .fini = teardown, .timeout = 60)
+/* Destroyed QPs do not pile up: once MIG_RETIRED have been freed and a
+ * second has passed, each free frees the oldest for good (the heap in
+ * use stays put), and not before. */
+static void make_free(int n, uint32_t base)
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 4, .max_recv_wr = 4 };
+	static struct fake_qp p;
+	struct r2cc_mig_qp *q;
+	int i;
+
+	p.qp.context = &ctx;
+	for (i = 0; i < n; i++) {
+		p.qp.qp_num = base + (uint32_t)i;
+		q = r2cc_mig_qp_new(&p.qp, &cap, false, mc, mc, NULL, NULL);
+		cr_assert(q);
+		r2cc_mig_release(q);
+		r2cc_mig_free(q);
+		r2cc_mig_free(q); /* a second time: nothing */
+	}
+}
+
+Test(manyqps, freed_qps_are_freed_for_good_a_ring_and_a_second_later,
+     .init = setup, .fini = teardown, .timeout = 60)
 {
 #ifdef __SANITIZE_ADDRESS__
 	cr_skip_test("mallinfo2() does not see ASan's heap");
 #else
-	struct ibv_qp_cap cap = { .max_send_wr = 4, .max_recv_wr = 4 };
-	struct fake_qp p = { 0 };
-	struct r2cc_mig_qp *q;
-	size_t before = 0, after;
-	int i;
+	size_t before, young, after;
 
-	p.qp.context = &ctx;
-	for (i = 0; i < 3 * MIG_RETIRED; i++) {
-		if (i == MIG_RETIRED) /* the ring full: a steady state */
-			before = mallinfo2().uordblks;
-		p.qp.qp_num = 0x9000 + (uint32_t)i;
-		q = r2cc_mig_qp_new(&p.qp, &cap, false, mc, mc, NULL, NULL);
-		cr_assert(q);
-		r2cc_mig_release(q);
-	}
+	make_free(MIG_RETIRED, 0x9000);
+	before = mallinfo2().uordblks;
+	make_free(MIG_RETIRED / 2,
+		  0xa000); /* the oldest are not a second old */
+	young = mallinfo2().uordblks;
+	cr_assert_gt(young, before + 200 * 1024, "freed before a second");
+	usleep(1100 * 1000);
+	before = mallinfo2().uordblks;
+	make_free(MIG_RETIRED, 0xb000);
 	after = mallinfo2().uordblks;
 	cr_assert_lt(after, before + 64 * 1024,
-		     "%zu bytes more after %d QPs made and released",
-		     after - before, 2 * MIG_RETIRED);
+		     "%zu bytes more after %d QPs made and freed",
+		     after - before, MIG_RETIRED);
 #endif
 }
