@@ -274,145 +274,150 @@ static void send_gathered(struct chan_gathered *h)
 	h->b.len = 0;
 }
 
-/* What @g holds for @peer (or, @peer 0, for everyone) sent (the lock
- * held); a peer's batch kept for reuse unless @release. */
-static void send_all(struct chan_gathering *g, uint64_t peer, bool release)
+/*
+ * The outbox: every message about a QP sent by a thread that is not the
+ * channel's, or by any thread inside a hold, queued in the order of the
+ * r2cc_chan_send() calls (the callers' own locks order them), a run of
+ * entries per peer, each entry one frame to be. Appended to under
+ * out_lock alone; taken out whole and sent by whoever flushes, under
+ * cs.lock. Its bytes are bounded: past MIG_CHAN_OUTBOX_MAX the caller
+ * sends itself, the queue first.
+ */
+#define MIG_CHAN_OUTBOX_MAX (16u << 20)
+
+/* The last entry of @peer in @g, or a new one after it (out_lock): NULL
+ * when there is no room. A full one stays where it is: a new one. */
+static struct chan_gathered *entry_of(struct chan_gathering *g, uint64_t peer,
+				      bool fresh)
 {
+	struct chan_gathered *v;
 	unsigned int i;
 
-	for (i = 0; i < g->n; i++) {
-		if (peer && g->v[i].peer != peer)
-			continue;
-		if (g->v[i].b.n)
-			send_gathered(&g->v[i]);
-		if (release)
-			r2cc_ctrl_batch_free(&g->v[i].b);
+	for (i = g->n; !fresh && i-- > 0;)
+		if (g->v[i].peer == peer)
+			return &g->v[i];
+	if (g->n == g->cap) {
+		v = reallocarray(g->v, g->cap ? 2 * g->cap : 8, sizeof(*v));
+		if (!v)
+			return NULL;
+		g->v = v;
+		g->cap = g->cap ? 2 * g->cap : 8;
 	}
-	if (release && !peer)
-		g->n = 0;
+	memset(&g->v[g->n], 0, sizeof(g->v[0]));
+	g->v[g->n].peer = peer;
+	return &g->v[g->n++];
 }
 
-/* @m gathered in @g for @peer (the lock that guards @g held; @g's
- * batches that fill up are sent only when @send): 0, -ENOTCONN, -EINVAL
- * (a message a BATCH does not carry), -ENOSPC or -ENOMEM. */
-static int gather(struct chan_gathering *g, uint64_t peer,
-		  struct r2cc_ctrl_msg *m, bool send)
+/* @m queued for @peer (out_lock held): 0, -ENOTCONN (no connection at a
+ * glance), -EINVAL (a BATCH does not carry it), -ENOSPC (the queue is at
+ * its bound) or -ENOMEM. */
+static int enqueue(uint64_t peer, struct r2cc_ctrl_msg *m)
 {
 	/* (the peers' map and each peer are read without cs.lock: a peer
 	 * once heard of stays, its connection index is atomic) */
 	struct peer *p = cs.running ? chan_peer_find(peer) : NULL;
-	struct chan_gathered *h = NULL, *v;
-	unsigned int i;
+	struct chan_gathered *h;
+	uint32_t was;
 	int ret;
 
 	if (!p || p->conn < 0)
 		return -ENOTCONN;
-	for (i = 0; i < g->n && !h; i++)
-		if (g->v[i].peer == peer)
-			h = &g->v[i];
-	if (!h) {
-		if (g->n == g->cap) {
-			v = reallocarray(g->v, g->cap ? 2 * g->cap : 8,
-					 sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			g->v = v;
-			g->cap = g->cap ? 2 * g->cap : 8;
-		}
-		h = &g->v[g->n++];
-		memset(h, 0, sizeof(*h));
-		h->peer = peer;
-	}
+	if (cs.out_bytes >= MIG_CHAN_OUTBOX_MAX)
+		return -ENOSPC;
+	h = entry_of(&cs.outbox, peer, false);
+	if (!h)
+		return -ENOMEM;
+	was = h->b.len;
 	ret = r2cc_ctrl_batch_add(&h->b, m);
-	if (ret == -ENOSPC && send) { /* full: that one goes now */
-		send_gathered(h);
-		ret = r2cc_ctrl_batch_add(&h->b, m);
+	if (ret == -ENOSPC) { /* that frame is full: the next one */
+		h = entry_of(&cs.outbox, peer, true);
+		was = 0;
+		ret = h ? r2cc_ctrl_batch_add(&h->b, m) : -ENOMEM;
 	}
+	if (!ret)
+		cs.out_bytes += h->b.len - was;
 	return ret;
 }
-
-/* This thread's gathering between r2cc_chan_hold() and its flush. */
-static __thread struct {
-	unsigned int depth;
-	struct chan_gathering g;
-} held;
 
 void chan_outbox_flush(uint64_t peer)
 {
-	struct chan_gathering g = { 0 };
-	struct chan_gathered one;
+	struct chan_gathering g = { 0 }, rest = { 0 };
 	unsigned int i;
 
-	/* Taken out under out_lock, sent after: a thread handing a message
-	 * over never waits on a write. */
+	/* Taken out under out_lock, sent after: a thread queueing a
+	 * message never waits on a write. (@peer: its entries only; the
+	 * others stay, in order.) */
 	pthread_mutex_lock(&cs.out_lock);
-	if (!peer) {
-		g = cs.outbox;
-		memset(&cs.outbox, 0, sizeof(cs.outbox));
-	}
-	for (i = 0; peer && i < cs.outbox.n; i++)
-		if (cs.outbox.v[i].peer == peer && cs.outbox.v[i].b.n) {
-			one = cs.outbox.v[i];
-			memset(&cs.outbox.v[i].b, 0, sizeof(one.b));
-			g.v = &one;
-			g.n = 1;
+	g = cs.outbox;
+	memset(&cs.outbox, 0, sizeof(cs.outbox));
+	cs.out_bytes = 0;
+	for (i = 0; peer && i < g.n; i++) {
+		if (g.v[i].peer == peer)
+			continue;
+		if (entry_of(&rest, g.v[i].peer, true)) {
+			rest.v[rest.n - 1].b = g.v[i].b;
+			cs.out_bytes += g.v[i].b.len;
+		} else { /* no memory to keep it: lost, counted */
+			cs.st.batch_lost += g.v[i].b.n;
+			r2cc_ctrl_batch_free(&g.v[i].b);
 		}
+		g.v[i].b = (struct r2cc_ctrl_batch){ 0 };
+	}
+	if (peer)
+		cs.outbox = rest;
 	pthread_mutex_unlock(&cs.out_lock);
-	send_all(&g, 0, true);
-	if (!peer)
-		free(g.v);
+	for (i = 0; i < g.n; i++) {
+		if (g.v[i].b.n)
+			send_gathered(&g.v[i]);
+		r2cc_ctrl_batch_free(&g.v[i].b);
+	}
+	free(g.v);
 }
 
-/* @m to the channel thread's outbox (not the channel thread, no hold):
- * 0, or -ENOTCONN, -EINVAL, -ENOSPC, -ENOMEM (not handed over). */
-static int to_outbox(uint64_t peer, struct r2cc_ctrl_msg *m)
-{
-	int ret;
-
-	pthread_mutex_lock(&cs.out_lock);
-	ret = gather(&cs.outbox, peer, m, false);
-	pthread_mutex_unlock(&cs.out_lock);
-	if (!ret)
-		chan_wake();
-	return ret;
-}
+/* This thread's holds (r2cc_chan_hold()): its sends wait in the outbox
+ * until the outermost flush. */
+static __thread unsigned int held;
 
 int r2cc_chan_send(uint64_t peer, struct r2cc_ctrl_msg *m)
 {
+	bool chan_thread = pthread_equal(pthread_self(), cs.thread);
 	int ret = -EINVAL;
 
-	/* another thread (the program's) hands it over, takes no cs.lock;
-	 * what cannot go there (or finds no connection at a glance: one
-	 * may be opening) is sent below, as the channel thread would */
-	if (!held.depth && cs.running &&
-	    !pthread_equal(pthread_self(), cs.thread) && !to_outbox(peer, m))
-		return 0;
-	pthread_mutex_lock(&cs.lock);
-	if (held.depth)
-		ret = gather(&held.g, peer, m, true);
-	if (ret == -EINVAL || ret == -ENOSPC || ret == -ENOMEM) {
-		/* not gathered: what was, for that peer, goes first (an
-		 * MR_INVALIDATE before the MR_KEYS of a key reused) */
-		chan_outbox_flush(peer);
-		send_all(&held.g, peer, false);
-		ret = send_raw(peer, m);
+	/* A thread not the channel's, or one holding, queues it (takes no
+	 * cs.lock); what cannot be queued (or finds no connection at a
+	 * glance: one may be opening) is sent below, the queue first. */
+	if ((held || !chan_thread) && cs.running) {
+		pthread_mutex_lock(&cs.out_lock);
+		ret = enqueue(peer, m);
+		pthread_mutex_unlock(&cs.out_lock);
+		if (!ret) {
+			if (!held)
+				chan_wake();
+			return 0;
+		}
 	}
+	pthread_mutex_lock(&cs.lock);
+	chan_outbox_flush(peer); /* what was queued before it, first */
+	ret = send_raw(peer, m);
 	pthread_mutex_unlock(&cs.lock);
 	return ret;
 }
 
 void r2cc_chan_hold(void)
 {
-	held.depth++;
+	held++;
 }
 
 void r2cc_chan_flush(void)
 {
-	if (!held.depth || --held.depth)
+	if (!held || --held)
 		return;
+	if (!pthread_equal(pthread_self(), cs.thread)) {
+		chan_wake(); /* the channel thread sends them */
+		return;
+	}
 	pthread_mutex_lock(&cs.lock);
-	chan_outbox_flush(0); /* (older: first) */
-	send_all(&held.g, 0, true);
+	chan_outbox_flush(0);
 	pthread_mutex_unlock(&cs.lock);
 }
 
@@ -550,10 +555,15 @@ void r2cc_chan_stop(void)
 	chan_wake();
 	pthread_join(cs.thread, NULL);
 	pthread_mutex_lock(&cs.lock);
-	chan_outbox_flush(0); /* what came after the last round */
+	/* what came after the last round goes nowhere (counted) */
 	pthread_mutex_lock(&cs.out_lock);
+	for (i = 0; i < (int)cs.outbox.n; i++) {
+		cs.st.batch_lost += cs.outbox.v[i].b.n;
+		r2cc_ctrl_batch_free(&cs.outbox.v[i].b);
+	}
 	free(cs.outbox.v);
 	memset(&cs.outbox, 0, sizeof(cs.outbox));
+	cs.out_bytes = 0;
 	pthread_mutex_unlock(&cs.out_lock);
 	for (i = 0; i < cs.nconn; i++) {
 		cs.conns[i]->res = -1;

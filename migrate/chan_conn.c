@@ -72,6 +72,7 @@ static int conn_new(int fd, enum conn_role role, int res)
 		if (!c->buf)
 			return -ENOMEM;
 		c->role = role;
+		cs.nopen++;
 		c->fd = fd;
 		c->gen++;
 		c->connecting = false;
@@ -166,6 +167,7 @@ void chan_conn_close(int i)
 		chan_res_end(c->res, 0);
 	}
 	c->role = C_FREE;
+	cs.nopen--;
 	c->fd = -1;
 	if (c->cap > CONN_BUF) { /* a large frame's room: not kept */
 		free(c->buf);

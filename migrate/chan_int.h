@@ -94,7 +94,7 @@ struct chan_state {
 	/* Connections and resolves: slots made as needed, kept and reused;
 	 * their indices stay valid. conn_max: the connections' budget. */
 	struct conn **conns;
-	int nconn, conn_max;
+	int nconn, conn_max, nopen; /* nopen: not C_FREE */
 	struct res **res;
 	int nres;
 	/* Every peer process heard from (its replay window outlives its
@@ -110,6 +110,7 @@ struct chan_state {
 	 * reverse. */
 	pthread_mutex_t out_lock;
 	struct chan_gathering outbox;
+	size_t out_bytes; /* in it (out_lock) */
 	/* Our last seq, to every peer: each sees it increase (with gaps),
 	 * which is all its replay window needs. */
 	uint64_t seq;

@@ -64,10 +64,12 @@ void chan_res_start(int r)
 		return;
 	}
 	memcpy(a.addr, x->q.gid + 12, 4);
-	ret = chan_conn_dial(&a, C_LOOKUP, r);
+	/* No connection to spare: no dial, it waits (bounded) */
+	ret = cs.nopen < cs.conn_max ? chan_conn_dial(&a, C_LOOKUP, r) :
+				       -EMFILE;
 	if ((ret == -EMFILE || ret == -ENFILE) &&
 	    chan_now_ns() - x->since_ns < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
-		x->started = false; /* no connection to spare: later */
+		x->started = false;
 		x->tries--;
 	} else if (ret < 0) {
 		chan_res_end(r, 0);
