@@ -363,21 +363,30 @@ static bool alive(const struct r2cc_status_hdr *h)
 }
 
 /* The ring's events, oldest first (caller holds the seqlock read). */
+/* The ring's events, oldest first (caller holds the seqlock read): the
+ * sizes and offsets from @hc, the checked copy of @h's header. */
 static void copy_events(const struct r2cc_status_hdr *h,
+			const struct r2cc_status_hdr *hc,
 			struct r2cc_status_snap *snap)
 {
 	uint64_t total = h->events, first, i;
 
-	first = total > h->nev ? total - h->nev : 0;
+	first = total > hc->nev ? total - hc->nev : 0;
 	snap->nev = 0;
 	for (i = first; i < total; i++)
 		memcpy(&snap->ev[snap->nev++],
-		       (const char *)h + h->ev_off +
-			       (size_t)(i % h->nev) * h->ev_sz,
+		       (const char *)h + hc->ev_off +
+			       (size_t)(i % hc->nev) * hc->ev_sz,
 		       sizeof(snap->ev[0]));
 }
 
+/*
+ * @h's record copied out. Every size, count and offset comes from @hc,
+ * the header copied once and checked (hdr_ok()): the mapping is shared,
+ * and what it says may change while it is read.
+ */
 static int copy_out(const struct r2cc_status_hdr *h,
+		    const struct r2cc_status_hdr *hc,
 		    struct r2cc_status_snap *snap)
 {
 	uint32_t i, g1, g2, tries;
@@ -388,9 +397,9 @@ static int copy_out(const struct r2cc_status_hdr *h,
 			usleep(1000);
 			continue;
 		}
-		memcpy(snap->rails, (const char *)h + h->rail_off,
-		       (size_t)h->nrails * h->rail_sz);
-		copy_events(h, snap);
+		memcpy(snap->rails, (const char *)h + hc->rail_off,
+		       (size_t)hc->nrails * hc->rail_sz);
+		copy_events(h, hc, snap);
 		atomic_thread_fence(memory_order_acquire);
 		g2 = atomic_load_explicit(&h->gen, memory_order_relaxed);
 		if (g1 == g2)
@@ -398,21 +407,25 @@ static int copy_out(const struct r2cc_status_hdr *h,
 	}
 	if (tries == 100)
 		return -EAGAIN;
-	snap->hdr = *h;
+	/* the counters as they are now, the layout as checked */
+	memcpy(&snap->hdr, h, sizeof(snap->hdr));
+	snap->hdr.nrails = hc->nrails;
+	snap->hdr.nqps = hc->nqps;
+	snap->hdr.nev = hc->nev;
 	/* What r2cc-ctl prints as strings ends in the field, whatever the
 	 * record (another program of the user's may have written it). */
 	snap->hdr.comm[sizeof(snap->hdr.comm) - 1] = '\0';
-	for (i = 0; i < h->nrails; i++) {
+	for (i = 0; i < hc->nrails; i++) {
 		snap->rails[i].dev[sizeof(snap->rails[i].dev) - 1] = '\0';
 		snap->rails[i].netdev[sizeof(snap->rails[i].netdev) - 1] = '\0';
 	}
-	snap->qps = calloc(h->nqps ? h->nqps : 1, sizeof(*snap->qps));
+	snap->qps = calloc(hc->nqps ? hc->nqps : 1, sizeof(*snap->qps));
 	if (!snap->qps)
 		return -ENOMEM;
-	for (i = 0; i < h->nqps; i++) {
+	for (i = 0; i < hc->nqps; i++) {
 		const struct r2cc_status_qp *q =
-			(const void *)((const char *)h + h->qp_off +
-				       (size_t)i * h->qp_sz);
+			(const void *)((const char *)h + hc->qp_off +
+				       (size_t)i * hc->qp_sz);
 
 		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1)
 			continue;
@@ -427,6 +440,7 @@ static int copy_out(const struct r2cc_status_hdr *h,
 
 int r2cc_status_read(const char *path, struct r2cc_status_snap *snap)
 {
+	struct r2cc_status_hdr hc;
 	struct stat sb;
 	void *p;
 	int fd, ret;
@@ -448,14 +462,16 @@ int r2cc_status_read(const char *path, struct r2cc_status_snap *snap)
 	close(fd);
 	if (p == MAP_FAILED)
 		return -errno;
-	if (!hdr_ok(p, (size_t)sb.st_size))
+	/* checked once, in a copy of ours: the writer's may change */
+	memcpy(&hc, p, sizeof(hc));
+	if (!hdr_ok(&hc, (size_t)sb.st_size))
 		ret = -EBADMSG;
-	else if (((struct r2cc_status_hdr *)p)->uid != sb.st_uid)
+	else if (hc.uid != sb.st_uid)
 		ret = -EBADMSG;
-	else if (!alive(p))
+	else if (!alive(&hc))
 		ret = -ESRCH;
 	else
-		ret = copy_out(p, snap);
+		ret = copy_out(p, &hc, snap);
 	munmap(p, (size_t)sb.st_size);
 	if (ret)
 		r2cc_status_snap_free(snap);
@@ -473,7 +489,7 @@ void r2cc_status_snap_free(struct r2cc_status_snap *snap)
 /* Map the record at @path if it is ours, sane and its process alive:
  * 0 with *@h (munmap(*@h, *@len) after), or -errno. */
 static int map_live(const char *path, const struct r2cc_status_hdr **h,
-		    size_t *len)
+		    struct r2cc_status_hdr *hc, size_t *len)
 {
 	struct stat sb;
 	void *p;
@@ -494,25 +510,32 @@ static int map_live(const char *path, const struct r2cc_status_hdr **h,
 		return -errno;
 	*h = p;
 	*len = (size_t)sb.st_size;
-	if (!hdr_ok(*h, *len) || (*h)->uid != sb.st_uid || !alive(*h)) {
+	memcpy(hc, p, sizeof(*hc)); /* checked once, in a copy of ours */
+	if (!hdr_ok(hc, *len) || hc->uid != sb.st_uid || !alive(hc)) {
 		munmap(p, *len);
 		return -ESRCH;
 	}
 	return 0;
 }
 
+/* QP slot @i of the record at @h, laid out as its checked header @hc */
 static const struct r2cc_status_qp *slot_at(const struct r2cc_status_hdr *h,
+					    const struct r2cc_status_hdr *hc,
 					    uint32_t i)
 {
-	return (const void *)((const char *)h + h->qp_off +
-			      (size_t)i * h->qp_sz);
+	return (const void *)((const char *)h + hc->qp_off +
+			      (size_t)i * hc->qp_sz);
 }
 
-/* Call @fn on every live record of this user's: until it returns 0. */
-static int for_each_live(int (*fn)(const struct r2cc_status_hdr *h, void *arg),
+/* Call @fn on every live record of this user's (its mapping, and its
+ * header as checked: sizes and counts come from that): until it returns
+ * 0. */
+static int for_each_live(int (*fn)(const struct r2cc_status_hdr *h,
+				   const struct r2cc_status_hdr *hc, void *arg),
 			 void *arg)
 {
 	const struct r2cc_status_hdr *h = NULL;
+	struct r2cc_status_hdr hc;
 	char path[512], prefix[32];
 	struct dirent *de;
 	int ret = -ENOENT;
@@ -527,9 +550,9 @@ static int for_each_live(int (*fn)(const struct r2cc_status_hdr *h, void *arg),
 		if (strncmp(de->d_name, prefix, strlen(prefix)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", status_dir(), de->d_name);
-		if (map_live(path, &h, &len))
+		if (map_live(path, &h, &hc, &len))
 			continue;
-		ret = fn(h, arg);
+		ret = fn(h, &hc, arg);
 		munmap((void *)h, len);
 	}
 	closedir(d);
@@ -544,22 +567,23 @@ struct find_arg {
 	uint32_t *pid;
 };
 
-static int find_in(const struct r2cc_status_hdr *h, void *arg)
+static int find_in(const struct r2cc_status_hdr *h,
+		   const struct r2cc_status_hdr *hc, void *arg)
 {
 	struct find_arg *f = arg;
 	uint32_t i;
 
 	if (!atomic_load(&h->ctrl_id))
 		return -ENOENT;
-	for (i = 0; i < h->nqps; i++) {
-		const struct r2cc_status_qp *q = slot_at(h, i);
+	for (i = 0; i < hc->nqps; i++) {
+		const struct r2cc_status_qp *q = slot_at(h, hc, i);
 
 		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1 ||
 		    q->qpn != f->qpn || strncmp(q->dev, f->dev, sizeof(q->dev)))
 			continue;
 		*f->id = atomic_load(&h->ctrl_id);
 		*f->port = (uint16_t)atomic_load(&h->ctrl_port);
-		*f->pid = (uint32_t)h->pid;
+		*f->pid = (uint32_t)hc->pid;
 		return 0;
 	}
 	return -ENOENT;
@@ -578,16 +602,17 @@ struct load_arg {
 	int nrail;
 };
 
-static int load_in(const struct r2cc_status_hdr *h, void *arg)
+static int load_in(const struct r2cc_status_hdr *h,
+		   const struct r2cc_status_hdr *hc, void *arg)
 {
 	struct load_arg *l = arg;
 	uint32_t i, st;
 	int rail;
 
-	if (h->pid == getpid())
+	if (hc->pid == getpid())
 		return -ENOENT; /* the caller counts its own */
-	for (i = 0; i < h->nqps; i++) {
-		const struct r2cc_status_qp *q = slot_at(h, i);
+	for (i = 0; i < hc->nqps; i++) {
+		const struct r2cc_status_qp *q = slot_at(h, hc, i);
 
 		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1)
 			continue;
