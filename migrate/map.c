@@ -152,16 +152,18 @@ int r2cc_map_insert(struct r2cc_map *m, uintptr_t key, void *val)
 		return -EINVAL;
 	pthread_mutex_lock(&m->lock);
 	t = atomic_load_explicit(&m->table, memory_order_relaxed);
+	/* A key there already: its value replaced, no room needed */
+	s = find_slot(t, key, &found);
+	if (found) {
+		atomic_store_explicit(&s->val, val, memory_order_release);
+		goto out;
+	}
 	if ((m->count + m->tombs + 1) * 4 > (t->mask + 1) * 3) {
 		ret = make_room(m);
 		if (ret)
 			goto out;
 		t = atomic_load_explicit(&m->table, memory_order_relaxed);
-	}
-	s = find_slot(t, key, &found);
-	if (found) {
-		atomic_store_explicit(&s->val, val, memory_order_release);
-		goto out;
+		s = find_slot(t, key, &found);
 	}
 	if (atomic_load_explicit(&s->key, memory_order_relaxed) == TOMB)
 		m->tombs--;
@@ -191,19 +193,6 @@ void *r2cc_map_remove(struct r2cc_map *m, uintptr_t key)
 		m->count--;
 		m->tombs++;
 	}
-	pthread_mutex_unlock(&m->lock);
-	return val;
-}
-
-void *r2cc_map_lookup_locked(struct r2cc_map *m, uintptr_t key)
-{
-	struct r2cc_map_table *t;
-	void *val = NULL;
-
-	pthread_mutex_lock(&m->lock);
-	t = atomic_load_explicit(&m->table, memory_order_relaxed);
-	if (t)
-		val = r2cc_map_probe(t, key);
 	pthread_mutex_unlock(&m->lock);
 	return val;
 }

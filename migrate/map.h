@@ -9,6 +9,7 @@
 #define R2CC_MIG_MAP_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,12 +88,6 @@ static inline size_t r2cc_map_slot_of(uintptr_t key, size_t mask)
 	return (size_t)(h >> 32) & mask;
 }
 
-/**
- * r2cc_map_lookup() - the value of @key, or NULL; lock-free, any thread
- * @m: the map
- * @key: the key
- * Inline: it is on the data path of every post and poll.
- */
 /* One probe of @t for @key (a purge may make it miss). */
 static inline void *r2cc_map_probe(struct r2cc_map_table *t, uintptr_t key)
 {
@@ -110,11 +105,9 @@ static inline void *r2cc_map_probe(struct r2cc_map_table *t, uintptr_t key)
 	return NULL;
 }
 
-/* The lookup under the map's lock, when purges kept it retrying. */
-void *r2cc_map_lookup_locked(struct r2cc_map *m, uintptr_t key);
-
-/* A lookup that saw this many purges in a row takes the lock instead. */
-#define R2CC_MAP_TRIES 4
+/* A lookup that met a purge this many times yields the CPU before it
+ * tries again (the writer may be preempted; it takes no lock). */
+#define R2CC_MAP_SPINS 4
 
 /**
  * r2cc_map_lookup() - the value of @key, or NULL; lock-free, any thread
@@ -129,7 +122,9 @@ static inline void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
 	void *val;
 	int tries;
 
-	for (tries = 0; tries < R2CC_MAP_TRIES; tries++) {
+	for (tries = 0;; tries++) {
+		if (tries >= R2CC_MAP_SPINS)
+			sched_yield();
 		s = atomic_load_explicit(&m->seq, memory_order_acquire);
 		t = atomic_load_explicit(&m->table, memory_order_acquire);
 		if (!t)
@@ -141,7 +136,6 @@ static inline void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
 		if (atomic_load_explicit(&m->seq, memory_order_relaxed) == s)
 			return val;
 	}
-	return r2cc_map_lookup_locked(m, key);
 }
 /**
  * r2cc_map_for_each() - call @fn on every live entry, under the map lock
