@@ -96,6 +96,18 @@ static struct r2cc_mig_path *add(const struct r2cc_mig_qp *mq)
 	return p;
 }
 
+/* A QP's successful completions so far: its errors read first (each is
+ * counted in polled too), so a racing error cannot make it wrap. */
+static uint64_t ok_of(const struct r2cc_status_qp *slot)
+{
+	uint64_t err = atomic_load_explicit(&slot->st.polled_err,
+					    memory_order_acquire);
+	uint64_t all =
+		atomic_load_explicit(&slot->st.polled, memory_order_acquire);
+
+	return all > err ? all - err : 0;
+}
+
 bool r2cc_mig_path_counts(const struct r2cc_mig_qp *mq)
 {
 	/* READY: carried by its own QP (a move makes it MIGRATED once it
@@ -138,12 +150,7 @@ void r2cc_mig_paths_count(void)
 			}
 			if (p) {
 				p->nready++;
-				p->ok += atomic_load_explicit(
-						 &mq->slot->st.polled,
-						 memory_order_relaxed) -
-					 atomic_load_explicit(
-						 &mq->slot->st.polled_err,
-						 memory_order_relaxed);
+				p->ok += ok_of(mq->slot);
 			}
 		}
 	}
