@@ -27,6 +27,8 @@ struct chan_state cs = { .lock = PTHREAD_MUTEX_INITIALIZER,
 			 .rdv_fd = -1,
 			 .direct_fd = -1 };
 
+static void tell_lost(void);
+
 static int rail_of_if(const char *name)
 {
 	int i;
@@ -176,6 +178,7 @@ static void *chan_thread(void *arg)
 		k = poll(pfd, (nfds_t)n, TICK_MS);
 		pthread_mutex_lock(&cs.lock);
 		chan_outbox_flush(0); /* what other threads sent */
+		tell_lost();
 		for (i = 0; k > 0 && i < n && cs.running; i++) {
 			if (!pfd[i].revents)
 				continue;
@@ -268,6 +271,7 @@ static void send_gathered(struct chan_gathered *h)
 		cs.st.batch_lost += h->b.n;
 		r2cc_warn("peer %016llx: %u control messages not sent (%s)",
 			  (unsigned long long)h->peer, h->b.n, strerror(-ret));
+		chan_lost(h->peer);
 	}
 	free(m);
 	h->b.n = 0;
@@ -372,6 +376,42 @@ void chan_outbox_flush(uint64_t peer)
 		r2cc_ctrl_batch_free(&g.v[i].b);
 	}
 	free(g.v);
+}
+
+void chan_lost(uint64_t peer)
+{
+	uint64_t *v;
+	unsigned int i;
+
+	for (i = 0; i < cs.nlost; i++)
+		if (cs.lost[i] == peer)
+			return;
+	if (cs.nlost == cs.lost_cap) {
+		v = reallocarray(cs.lost, cs.lost_cap ? 2 * cs.lost_cap : 8,
+				 sizeof(*v));
+		if (!v)
+			return; /* (its next loss tells) */
+		cs.lost = v;
+		cs.lost_cap = cs.lost_cap ? 2 * cs.lost_cap : 8;
+	}
+	cs.lost[cs.nlost++] = peer;
+	chan_wake();
+}
+
+/* The owner told of the peers chan_lost() noted (the lock held, dropped
+ * for the hook). */
+static void tell_lost(void)
+{
+	uint64_t peer;
+
+	while (cs.nlost) {
+		peer = cs.lost[--cs.nlost];
+		if (!cs.hooks.on_lost)
+			continue;
+		pthread_mutex_unlock(&cs.lock);
+		cs.hooks.on_lost(peer);
+		pthread_mutex_lock(&cs.lock);
+	}
 }
 
 /* This thread's holds (r2cc_chan_hold()): its sends wait in the outbox
@@ -562,6 +602,7 @@ void r2cc_chan_stop(void)
 		r2cc_ctrl_batch_free(&cs.outbox.v[i].b);
 	}
 	free(cs.outbox.v);
+	cs.nlost = 0;
 	memset(&cs.outbox, 0, sizeof(cs.outbox));
 	cs.out_bytes = 0;
 	pthread_mutex_unlock(&cs.out_lock);

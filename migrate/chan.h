@@ -38,6 +38,9 @@ struct r2cc_chan_hooks {
 		       struct r2cc_ctrl_lookup_reply *r);
 	/* Every tick of the thread (about 200 ms; may be NULL). */
 	void (*on_tick)(void);
+	/* Messages to @peer may have been lost: frames that did not go, or
+	 * its last open connection closed (may be NULL). */
+	void (*on_lost)(uint64_t peer);
 };
 
 struct r2cc_chan_cfg {

@@ -155,6 +155,8 @@ void chan_conn_close(int i)
 	p = c->role == C_OPEN ? chan_peer_find(c->peer) : NULL;
 	if (p && p->conn == i)
 		p->conn = other_open(p->id, i);
+	if (p && p->conn < 0) /* its last: what it had not read is gone */
+		chan_lost(p->id);
 	if (c->res >= 0 && c->role == C_LOOKUP && !c->connecting &&
 	    cs.res[c->res]->tries < LOOKUP_TRIES) {
 		/* Connected and asked, and no answer: the listener that took

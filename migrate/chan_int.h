@@ -111,6 +111,10 @@ struct chan_state {
 	pthread_mutex_t out_lock;
 	struct chan_gathering outbox;
 	size_t out_bytes; /* in it (out_lock) */
+	/* Peers whose messages may have been lost, for the hook (on_lost:
+	 * the thread calls it at its next round) */
+	uint64_t *lost;
+	unsigned int nlost, lost_cap;
 	/* Our last seq, to every peer: each sees it increase (with gaps),
 	 * which is all its replay window needs. */
 	uint64_t seq;
@@ -145,5 +149,8 @@ static inline void chan_wake(void)
 /* (chan.c) What other threads sent, gathered in cs.outbox (for @peer, or
  * for every peer with @peer 0), sent now (cs.lock held). */
 void chan_outbox_flush(uint64_t peer);
+/* (chan.c) Messages to @peer may have been lost: the owner is told at
+ * the thread's next round (cs.lock held). */
+void chan_lost(uint64_t peer);
 
 #endif /* R2CC_MIG_CHAN_INT_H */

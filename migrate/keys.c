@@ -107,6 +107,20 @@ void r2cc_mig_keys_put(uint64_t peer, int rail, uint32_t rkey,
 		pk->nkeys++;
 }
 
+void r2cc_mig_keys_lost(uint64_t peer)
+{
+	struct r2cc_mig_pkeys *pk;
+
+	pthread_mutex_lock(&ps.lock);
+	pk = pkeys_find(peer);
+	if (pk && pk->nsent)
+		r2cc_dbg("peer %016llx: memory keys to be announced again",
+			 (unsigned long long)peer);
+	if (pk)
+		pk->nsent = 0;
+	pthread_mutex_unlock(&ps.lock);
+}
+
 void r2cc_mig_got_mr_keys(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
 	int i;

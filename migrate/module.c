@@ -92,6 +92,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		.on_resolved = r2cc_mig_on_resolved,
 		.lookup = lookup,
 		.on_tick = r2cc_mig_tick,
+		.on_lost = r2cc_mig_keys_lost,
 	};
 	struct r2cc_chan_cfg cc = {
 		.port = (uint16_t)cfg->ctrl_port,

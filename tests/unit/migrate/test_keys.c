@@ -78,6 +78,10 @@ Test(keys, a_pd_is_announced_whole_and_once)
 	cr_assert_eq(announce(PEER, &pd, 3), 0);
 	cr_assert_eq(fo_nsent, 6);
 	cr_assert_eq(fo_sent[5].mr_keys.rail, 3);
+	/* Messages to the peer were lost: told again at the next bind */
+	r2cc_mig_keys_lost(PEER);
+	cr_assert_eq(announce(PEER, &pd, 2), 0);
+	cr_assert_eq(fo_nsent, 9);
 }
 
 Test(keys, a_peer_keeps_more_keys_than_the_old_table)
