@@ -482,7 +482,7 @@ int r2cc_chan_watch(int fd, void (*ready)(int fd, void *arg), void *arg)
 
 /* The connections r2cc may hold: a quarter of the descriptors the
  * process may open (its own work needs the rest), at least 16. */
-static int conn_budget(void)
+int chan_conn_budget(void)
 {
 	struct rlimit rl;
 	rlim_t n = 1024;
@@ -533,7 +533,7 @@ int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
 	for (i = 0; i < cs.nrail; i++)
 		snprintf(cs.rail_if[i], sizeof(cs.rail_if[i]), "%s",
 			 cfg->rail_if[i] ? cfg->rail_if[i] : "");
-	cs.conn_max = conn_budget();
+	cs.conn_max = chan_conn_budget();
 	ret = -ENOMEM;
 	if (!atomic_load_explicit(&cs.peers.table, memory_order_relaxed) &&
 	    r2cc_map_init(&cs.peers))

@@ -82,6 +82,11 @@ static int conn_new(int fd, enum conn_role role, int res)
 		c->deadline_ns = chan_now_ns() + MIG_CHAN_STEP_MS * 1000000ULL;
 		return i;
 	}
+	/* (the program may have raised its RLIMIT_NOFILE since the start) */
+	if (chan_conn_budget() > cs.conn_max) {
+		cs.conn_max = chan_conn_budget();
+		return conn_new(fd, role, res);
+	}
 	cs.st.conn_budget++;
 	r2cc_status_refused(R2CC_REFUSE_CTRL_CONN);
 	if (!cs.conns_said)
@@ -444,17 +449,15 @@ void chan_conn_readable(int i)
 void chan_conn_connected(int i)
 {
 	struct conn *c = cs.conns[i];
-	struct r2cc_ctrl_msg m;
+	bool hello = c->role == C_HELLO;
 	socklen_t sl = sizeof(int);
-	int err = 0;
+	struct r2cc_ctrl_msg m;
+	int err = 0, r = c->res;
 
 	getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
 	c->connecting = false;
 	if (err) {
 		r2cc_dbg("control connect: %s", strerror(err));
-		int r = c->res;
-		bool hello = c->role == C_HELLO;
-
 		c->res = -1;
 		chan_conn_close(i);
 		if (r >= 0 && hello)

@@ -149,6 +149,9 @@ static inline void chan_wake(void)
 /* (chan.c) What other threads sent, gathered in cs.outbox (for @peer, or
  * for every peer with @peer 0), sent now (cs.lock held). */
 void chan_outbox_flush(uint64_t peer);
+/* (chan.c) The connections r2cc may hold now: a quarter of the
+ * descriptors the process may open, at least 16. */
+int chan_conn_budget(void);
 /* (chan.c) Messages to @peer may have been lost: the owner is told at
  * the thread's next round (cs.lock held). */
 void chan_lost(uint64_t peer);
