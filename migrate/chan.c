@@ -12,6 +12,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -376,6 +378,23 @@ void chan_outbox_flush(uint64_t peer)
 		r2cc_ctrl_batch_free(&g.v[i].b);
 	}
 	free(g.v);
+}
+
+void chan_refused(enum r2cc_refusal why, uint64_t *count, bool *said,
+		  const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	(*count)++;
+	r2cc_status_refused(why);
+	if (*said)
+		return;
+	*said = true;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	r2cc_warn("control channel: %s", msg);
 }
 
 void chan_lost(uint64_t peer)

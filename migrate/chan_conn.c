@@ -87,14 +87,11 @@ static int conn_new(int fd, enum conn_role role, int res)
 		cs.conn_max = chan_conn_budget();
 		return conn_new(fd, role, res);
 	}
-	cs.st.conn_budget++;
-	r2cc_status_refused(R2CC_REFUSE_CTRL_CONN);
-	if (!cs.conns_said)
-		r2cc_warn("control channel: %d connections open, its budget "
-			  "(a quarter of RLIMIT_NOFILE): further resolves "
-			  "wait, new peers' calls are refused",
-			  cs.conn_max);
-	cs.conns_said = true;
+	chan_refused(R2CC_REFUSE_CTRL_CONN, &cs.st.conn_budget, &cs.conns_said,
+		     "%d connections open, its budget (a quarter of "
+		     "RLIMIT_NOFILE): further resolves wait, new peers' calls "
+		     "are refused",
+		     cs.conn_max);
 	return -EMFILE;
 }
 
@@ -124,13 +121,10 @@ static struct peer *peer_get(uint64_t id)
 		}
 		free(p);
 	}
-	cs.st.peer_budget++;
-	r2cc_status_refused(R2CC_REFUSE_CTRL_PEER);
-	if (!cs.peers_said)
-		r2cc_warn("control channel: %u peer processes remembered "
-			  "(budget %u): frames of others are dropped",
-			  cs.npeers, MIG_CHAN_PEERS_MAX);
-	cs.peers_said = true;
+	chan_refused(R2CC_REFUSE_CTRL_PEER, &cs.st.peer_budget, &cs.peers_said,
+		     "%u peer processes remembered (budget %u): frames of "
+		     "others are dropped",
+		     cs.npeers, MIG_CHAN_PEERS_MAX);
 	return NULL;
 }
 

@@ -98,13 +98,10 @@ static int res_slot(void)
 	}
 	if (r < cs.nres)
 		return r;
-	cs.st.res_budget++;
-	r2cc_status_refused(R2CC_REFUSE_RESOLVE);
-	if (!cs.res_said)
-		r2cc_warn("control channel: %d resolves under way (budget "
-			  "%d): a QP past them runs unprotected",
-			  cs.nres, MIG_CHAN_RES_MAX);
-	cs.res_said = true;
+	chan_refused(R2CC_REFUSE_RESOLVE, &cs.st.res_budget, &cs.res_said,
+		     "%d resolves under way (budget %d): a QP past them runs "
+		     "unprotected",
+		     cs.nres, MIG_CHAN_RES_MAX);
 	return -1;
 }
 
