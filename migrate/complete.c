@@ -251,6 +251,23 @@ static bool path_fault(enum ibv_wc_status s)
 	       s == IBV_WC_GENERAL_ERR;
 }
 
+/*
+ * Is the program's QP in ERR (lock held)? A recycled one that is has
+ * died itself, and an error completion need not come first: the lab saw
+ * a moved-back rxe QP in ERR with flushes only. Hidden as the first
+ * incarnation's, they left its work uncompleted for good. When the query
+ * fails, the QP is taken to run.
+ */
+static bool primary_err(struct r2cc_mig_qp *mq)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	return !ps.v.query_qp(mq->qp, &a, IBV_QP_STATE, &init) &&
+	       a.qp_state == IBV_QPS_ERR;
+}
+
 /* A completion of the fenced primary hidden from the program: kept until
  * the move succeeds (dropped) or is abandoned (delivered). */
 static void hold(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
@@ -360,9 +377,8 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	}
 	if (mq->recycled) {
 		/* Moved back: the first incarnation's flushes may still sit
-		 * in the CQ (covered by the failover); a flush of this one
-		 * follows an error of its own. */
-		if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+		 * in the CQ (covered by the failover) while this one runs. */
+		if (wc->status == IBV_WC_WR_FLUSH_ERR && !primary_err(mq)) {
 			keep = 0;
 			goto out;
 		}

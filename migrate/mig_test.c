@@ -30,6 +30,7 @@ void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 	mq->backup_rail = 1;
 	mq->bpsn = bpsn;
 	mq->bmtu = IBV_MTU_1024;
+	mq->peer_bind.mtu = IBV_MTU_1024; /* its QP_BIND's: a re-arm's */
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);

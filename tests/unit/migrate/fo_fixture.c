@@ -71,9 +71,9 @@ int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 int f_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 	       struct ibv_qp_init_attr *init)
 {
-	(void)qp;
 	(void)mask;
 	(void)init;
+	a->qp_state = ((struct fake_qp *)qp)->state;
 	a->rq_psn = fence_rq_psn;
 	return 0;
 }

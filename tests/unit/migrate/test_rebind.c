@@ -6,8 +6,10 @@
  * answer; the peer's side of that bind; and no rail up for one: the QP
  * runs unprotected until one comes up. A move back whose standby's rail
  * is down: both ends unprotected until it is up, then re-armed (REARM,
- * R2CC_CTRL_FB_NOARM; failback.c). The peer is played through the
- * captured sends (fo_fixture.c wraps r2cc_chan_send).
+ * R2CC_CTRL_FB_NOARM; failback.c); a moved-back primary that dies with
+ * flushes only fails over onto its re-armed standby (complete.c). The
+ * peer is played through the captured sends (fo_fixture.c wraps
+ * r2cc_chan_send).
  */
 #include <criterion/criterion.h>
 #include <infiniband/verbs.h>
@@ -258,6 +260,52 @@ static void moved_back_with_standby_rail_down(void)
 		     "unprotected: no standby to move to");
 	cr_assert_eq(fo_nsent, n, "the peer knows already");
 	cr_assert_neq(back.state, IBV_QPS_RTS, "ours is not connected");
+}
+
+/*
+ * Moved to the standby and back, re-armed, and then the recycled primary
+ * dies with flushes only (rxe did, in the lab): its flushes are its own,
+ * not the first incarnation's, and it fails over onto the re-armed
+ * standby instead of leaving its work uncompleted.
+ */
+Test(rebind, a_moved_back_primary_that_only_flushes_fails_over,
+     .init = rebind_setup, .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *f;
+	uint32_t psn;
+	int n;
+
+	post_op(1, IBV_WR_SEND);
+	rail_down(0);
+	peer_moves(PEER_QPN, 0x500, 0, false);
+	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
+	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	r2cc_mig_test_move_back(mq, 0x900);
+	psn = (back.sq_psn + 1) & 0xffffff; /* the peer executed WR 1 */
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
+	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
+		      0);
+	peer_rearms(0x701, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY, "protected again");
+	prim.state = IBV_QPS_RTS; /* recycled (the test moved it back) */
+	post_op(2, IBV_WR_SEND);
+	cr_assert_eq(prim.nsent, 2, "WR 2 on the primary");
+	/* a flush of the first incarnation, the primary running: hidden */
+	n = fo_nsent;
+	cr_assert_eq(primary_wc(1, IBV_WC_WR_FLUSH_ERR), 0);
+	cr_assert_eq(fo_nsent, n, "no move for it");
+	/* the primary in ERR, no error completion first: its own */
+	prim.state = IBV_QPS_ERR;
+	cr_assert_eq(primary_wc(2, IBV_WC_WR_FLUSH_ERR), 0, "held");
+	f = last_of(R2CC_CTRL_FAILOVER);
+	cr_assert(f && fo_nsent > n, "the peer told: a move begins");
+	cr_assert_eq(f->failover.reason, R2CC_CTRL_WHY_CQ_ERROR);
+	/* the peer executed nothing of the recycled primary's (0x900 on) */
+	peer_says(R2CC_CTRL_FAILOVER, true, 0x900, 0);
+	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x900, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	cr_assert_eq(back.sent[back.nsent - 1], 2, "WR 2 replayed there");
 }
 
 Test(rebind, a_standby_a_move_back_could_not_rearm_is_rearmed_when_up,
