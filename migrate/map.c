@@ -7,6 +7,7 @@
  * sequence count.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -195,6 +196,29 @@ void *r2cc_map_remove(struct r2cc_map *m, uintptr_t key)
 	}
 	pthread_mutex_unlock(&m->lock);
 	return val;
+}
+
+void *r2cc_map_lookup_retry(struct r2cc_map *m, uintptr_t key)
+{
+	struct r2cc_map_table *t;
+	unsigned long s;
+	void *val;
+	int tries;
+
+	for (tries = 0;; tries++) {
+		if (tries >= 4)
+			sched_yield();
+		s = atomic_load_explicit(&m->seq, memory_order_acquire);
+		t = atomic_load_explicit(&m->table, memory_order_acquire);
+		if (!t)
+			return NULL;
+		if (s & 1)
+			continue;
+		val = r2cc_map_probe(t, key);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&m->seq, memory_order_relaxed) == s)
+			return val;
+	}
 }
 
 void r2cc_map_for_each(struct r2cc_map *m, void (*fn)(void *val, void *arg),

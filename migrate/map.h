@@ -9,7 +9,6 @@
 #define R2CC_MIG_MAP_H
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,9 +104,10 @@ static inline void *r2cc_map_probe(struct r2cc_map_table *t, uintptr_t key)
 	return NULL;
 }
 
-/* A lookup that met a purge this many times yields the CPU before it
- * tries again (the writer may be preempted; it takes no lock). */
-#define R2CC_MAP_SPINS 4
+/* A lookup that met a purge: tried again, yielding the CPU after a few
+ * tries (the writer may be preempted); it takes no lock. Out of line:
+ * the inline lookup is on the data path. */
+void *r2cc_map_lookup_retry(struct r2cc_map *m, uintptr_t key);
 
 /**
  * r2cc_map_lookup() - the value of @key, or NULL; lock-free, any thread
@@ -117,25 +117,23 @@ static inline void *r2cc_map_probe(struct r2cc_map_table *t, uintptr_t key)
  */
 static inline void *r2cc_map_lookup(struct r2cc_map *m, uintptr_t key)
 {
-	struct r2cc_map_table *t;
-	unsigned long s;
+	unsigned long s = atomic_load_explicit(&m->seq, memory_order_acquire);
+	struct r2cc_map_table *t =
+		atomic_load_explicit(&m->table, memory_order_acquire);
 	void *val;
-	int tries;
 
-	for (tries = 0;; tries++) {
-		if (tries >= R2CC_MAP_SPINS)
-			sched_yield();
-		s = atomic_load_explicit(&m->seq, memory_order_acquire);
-		t = atomic_load_explicit(&m->table, memory_order_acquire);
-		if (!t)
-			return NULL;
-		if (s & 1)
-			continue;
+	if (__builtin_expect(!t, 0))
+		return NULL;
+	if (__builtin_expect(!(s & 1), 1)) {
 		val = r2cc_map_probe(t, key);
 		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&m->seq, memory_order_relaxed) == s)
+		if (__builtin_expect(
+			    atomic_load_explicit(&m->seq,
+						 memory_order_relaxed) == s,
+			    1))
 			return val;
 	}
+	return r2cc_map_lookup_retry(m, key);
 }
 /**
  * r2cc_map_for_each() - call @fn on every live entry, under the map lock
