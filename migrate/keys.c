@@ -28,8 +28,7 @@ struct r2cc_mig_pkeys {
 	struct r2cc_mig_pkeys *next; /* ps.pkeys_list */
 	uint64_t peer;
 	struct r2cc_map keys; /* key_of() -> val_of(its shadow's R_Key) */
-	unsigned int nkeys; /* under ps.lock, like all below */
-	bool full_said;
+	bool full_said; /* under ps.lock, like all below */
 	struct sent *sent;
 	unsigned int nsent, sent_cap;
 };
@@ -88,7 +87,9 @@ void r2cc_mig_keys_put(uint64_t peer, int rail, uint32_t rkey,
 
 	if (!pk)
 		return;
-	if (!r2cc_map_lookup(&pk->keys, k) && pk->nkeys >= MIG_PEER_KEYS_MAX) {
+	/* (its count: every writer of the map holds ps.lock) */
+	if (!r2cc_map_lookup(&pk->keys, k) &&
+	    pk->keys.count >= MIG_PEER_KEYS_MAX) {
 		atomic_fetch_add(&ps.keys_dropped, 1);
 		r2cc_status_refused(R2CC_REFUSE_PEER_KEYS);
 		if (!pk->full_said)
@@ -99,12 +100,7 @@ void r2cc_mig_keys_put(uint64_t peer, int rail, uint32_t rkey,
 		pk->full_said = true;
 		return;
 	}
-	if (r2cc_map_lookup(&pk->keys, k)) {
-		r2cc_map_insert(&pk->keys, k, val_of(backup_rkey));
-		return;
-	}
-	if (!r2cc_map_insert(&pk->keys, k, val_of(backup_rkey)))
-		pk->nkeys++;
+	r2cc_map_insert(&pk->keys, k, val_of(backup_rkey));
 }
 
 void r2cc_mig_keys_lost(uint64_t peer)
@@ -137,9 +133,8 @@ void r2cc_mig_got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m)
 
 	for (i = 0; pk && i < m->mr_inval.n; i++)
 		for (rail = 0; rail < R2CC_HEALTH_RAILS; rail++)
-			if (r2cc_map_remove(&pk->keys,
-					    key_of(rail, m->mr_inval.rkey[i])))
-				pk->nkeys--;
+			r2cc_map_remove(&pk->keys,
+					key_of(rail, m->mr_inval.rkey[i]));
 }
 
 static bool was_sent(const struct r2cc_mig_pkeys *pk, const void *pd, int rail)
