@@ -248,12 +248,17 @@ static void make_free(int n, uint32_t base)
 	}
 }
 
+/* mallinfo2() does not see ASan's heap: under it the frees still run (a
+ * use after free or a double free shows), the sizes are not checked */
+#ifdef __SANITIZE_ADDRESS__
+#define HEAP_SEEN false
+#else
+#define HEAP_SEEN true
+#endif
+
 Test(manyqps, freed_qps_are_freed_for_good_a_ring_and_a_second_later,
      .init = setup, .fini = teardown, .timeout = 60)
 {
-#ifdef __SANITIZE_ADDRESS__
-	cr_skip_test("mallinfo2() does not see ASan's heap");
-#else
 	size_t before, young, after;
 
 	make_free(MIG_RETIRED, 0x9000);
@@ -261,13 +266,15 @@ Test(manyqps, freed_qps_are_freed_for_good_a_ring_and_a_second_later,
 	make_free(MIG_RETIRED / 2,
 		  0xa000); /* the oldest are not a second old */
 	young = mallinfo2().uordblks;
-	cr_assert_gt(young, before + 200 * 1024, "freed before a second");
+	if (HEAP_SEEN)
+		cr_assert_gt(young, before + 200 * 1024,
+			     "freed before a second");
 	usleep(1100 * 1000);
 	before = mallinfo2().uordblks;
 	make_free(MIG_RETIRED, 0xb000);
 	after = mallinfo2().uordblks;
-	cr_assert_lt(after, before + 64 * 1024,
-		     "%zu bytes more after %d QPs made and freed",
-		     after - before, MIG_RETIRED);
-#endif
+	if (HEAP_SEEN)
+		cr_assert_lt(after, before + 64 * 1024,
+			     "%zu bytes more after %d QPs made and freed",
+			     after - before, MIG_RETIRED);
 }
