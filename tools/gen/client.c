@@ -29,18 +29,18 @@ static const enum ibv_wc_opcode wc_opcode[GEN_K_MAX] = {
 };
 
 /* Header and payload of message seq, into buf (len bytes in all). */
-static void make_msg(struct gen *g, struct gen_qp *q, unsigned int kind,
-		     uint32_t seq, uint8_t *buf, uint32_t len)
+static void make_msg(struct gen_qp *q, unsigned int kind, uint32_t seq,
+		     uint8_t *buf, uint32_t len)
 {
 	struct gen_hdr h = { .magic = GEN_MAGIC,
-			     .qp = q->idx,
+			     .qp = q->wire,
 			     .kind = kind,
 			     .seq = seq,
 			     .len = len - GEN_HDR_LEN,
 			     .slot = seq % GEN_CREDITS };
 
-	gen_fill(g->o.seed, q->idx, seq, 0, buf + GEN_HDR_LEN, h.len);
-	h.sum = gen_sum(q->idx, seq, buf + GEN_HDR_LEN, h.len);
+	gen_fill(q->seed, q->wire, seq, 0, buf + GEN_HDR_LEN, h.len);
+	h.sum = gen_sum(q->wire, seq, buf + GEN_HDR_LEN, h.len);
 	gen_hdr_encode(&h, buf);
 }
 
@@ -97,7 +97,7 @@ static int build_op(struct gen *g, struct gen_qp *q, const struct gen_op *op,
 		return 1;
 	}
 	w->seq = q->tposted++;
-	make_msg(g, q, op->kind, w->seq, buf, op->len);
+	make_msg(q, op->kind, w->seq, buf, op->len);
 	wr->imm_data = htobe32(w->seq);
 	wr->wr.rdma.remote_addr =
 		q->peer.waddr + (uint64_t)(w->seq % GEN_CREDITS) * g->o.max_msg;
@@ -130,7 +130,7 @@ static int post_batch(struct gen *g, struct gen_qp *q)
 	int i, n = 0, ret;
 
 	while (n + 2 <= GEN_BATCH && !g->stop) {
-		gen_pick(g->o.seed, q->idx, q->nop, &g->lim, &op);
+		gen_pick(q->seed, q->wire, q->nop, &g->lim, &op);
 		if (!can_post(q, &op))
 			break;
 		n += build_op(g, q, &op, wr + n, sge + n);
@@ -162,7 +162,7 @@ int gen_client_busy(const struct gen *g, char *what, size_t n)
 	const struct gen_qp *q;
 	int i;
 
-	for (i = 0; i < g->o.qps; i++) {
+	for (i = 0; i < g->nqps; i++) {
 		q = &g->qp[i];
 		if (q->sq.posted == q->sq.retired && q->tposted == q->tacked)
 			continue;
@@ -181,9 +181,10 @@ int gen_client_step(struct gen *g)
 	char what[96];
 	int i, ret;
 
-	if (g->o.secs > 0 && gen_now() - g->t0 >= g->o.secs)
+	if ((g->o.secs > 0 && gen_now() - g->t0 >= g->o.secs) ||
+	    gen_stop_asked())
 		g->stop = 1;
-	for (i = 0; i < g->o.qps && !g->stop && !gen_paused(g); i++) {
+	for (i = 0; i < g->nqps && !g->stop && !gen_paused(g); i++) {
 		ret = post_batch(g, &g->qp[i]);
 		if (ret)
 			return ret;
@@ -197,7 +198,7 @@ int gen_client_step(struct gen *g)
 static void check_read(struct gen *g, struct gen_qp *q, const struct gen_wr *w,
 		       const uint8_t *buf)
 {
-	size_t bad = gen_diff(g->o.seed, q->idx, GEN_READ_STREAM, w->off, buf,
+	size_t bad = gen_diff(q->seed, q->wire, GEN_READ_STREAM, w->off, buf,
 			      w->len);
 
 	if (w->seq != q->rdone)
@@ -286,7 +287,7 @@ static void credit_done(struct gen *g, struct gen_qp *q,
 
 	if (wc->opcode != IBV_WC_RECV || wc->byte_len != GEN_HDR_LEN ||
 	    gen_hdr_decode(buf, wc->byte_len, &h) || h.kind != GEN_K_CREDIT ||
-	    h.qp != q->idx || h.len || h.sum != gen_sum(h.qp, h.seq, NULL, 0))
+	    h.qp != q->wire || h.len || h.sum != gen_sum(h.qp, h.seq, NULL, 0))
 		gen_fail(g, &g->st.mismatches,
 			 "qp %u: receive #%" PRIu64 ": not a credit (%u bytes)",
 			 q->idx, idx, wc->byte_len);

@@ -13,7 +13,9 @@
 
 #include "verify.h"
 
-#define GEN_MAX_QPS 64
+#define GEN_MAX_QPS 1024 /* per peer */
+#define GEN_MAX_PEERS 64
+#define GEN_MAX_ALL_QPS 32766 /* all peers together: 15 bits of a wr_id */
 #define GEN_SQ_DEPTH 32 /* send WRs in flight per QP */
 #define GEN_CREDITS 16 /* receives per QP = WRITE slots = messages in flight */
 #define GEN_BATCH 16 /* WRs per ibv_post_send call at most */
@@ -46,7 +48,8 @@ struct gen_opts {
 	const char *server; /* NULL: we are the server */
 	int gidx;
 	int port;
-	int qps;
+	int qps; /* per peer */
+	int peers; /* client: servers at ports port..; server: clients */
 	int retry_cnt;
 	int timeout; /* RC local ACK timeout exponent */
 	uint32_t max_inline;
@@ -93,7 +96,10 @@ struct gen_remote {
 
 struct gen_qp {
 	struct ibv_qp *qp; /* owned */
-	uint32_t idx;
+	uint32_t idx; /* in gen.qp, and in this side's wr_ids */
+	uint32_t wire; /* in message headers: the same on both sides */
+	uint32_t peer_idx; /* in gen.peer */
+	uint64_t seed; /* its payloads' (the client's --seed) */
 	uint32_t psn;
 	uint8_t *sbuf; /* borrowed: gen.mem, GEN_SQ_DEPTH slots */
 	uint8_t *rbuf; /* borrowed: gen.mem, GEN_CREDITS slots */
@@ -112,14 +118,35 @@ struct gen_qp {
 	uint64_t nop; /* client: operations picked */
 	uint32_t cseq; /* server: credits sent */
 	uint32_t cacked; /* server: ack value of the last credit */
+	uint64_t ops; /* server: messages verified */
+	uint64_t bytes; /* server: their bytes */
 	uint64_t wrs[GEN_WS_NR]; /* send WRs posted, by opcode */
 	uint64_t wr_bytes; /* their SGE lengths, summed */
 	struct gen_remote peer;
 };
 
+/* One process at the other end, and its TCP connection. */
+struct gen_peer {
+	int fd;
+	union ibv_gid gid;
+	uint32_t lid;
+	enum ibv_mtu path_mtu;
+	uint64_t seed; /* server: the client's --seed */
+	uint32_t base; /* server: the client's wire index of our first QP */
+	int talked; /* its TCP connection has data or was closed */
+	int ended; /* server: its end record arrived */
+};
+
+/* Heap in use and pinned memory, at one moment. */
+struct gen_mem {
+	uint64_t heap;
+	uint64_t pinned;
+};
+
 struct gen {
 	struct gen_opts o;
 	int client;
+	int nqps; /* o.qps * o.peers */
 	struct ibv_context *ctx; /* owned */
 	struct ibv_pd *pd; /* owned */
 	struct ibv_comp_channel *ch; /* owned */
@@ -134,14 +161,12 @@ struct gen {
 	size_t sslot; /* bytes per send buffer slot */
 	size_t rslot; /* bytes per receive buffer slot */
 	uint32_t max_rd; /* READs in flight per QP (device limit) */
-	struct gen_qp *qp; /* owned: o.qps entries */
+	struct gen_qp *qp; /* owned: nqps entries, peer by peer */
+	struct gen_peer *peer; /* owned: o.peers entries */
 	struct ibv_port_attr port;
 	union ibv_gid gid;
-	union ibv_gid peer_gid;
-	uint32_t peer_lid;
-	enum ibv_mtu path_mtu;
 	struct gen_limits lim;
-	int fd; /* TCP to the peer */
+	struct gen_mem mem0; /* once the CQ existed */
 	unsigned int cq_events; /* not yet acknowledged */
 	struct gen_stats st;
 	double t0;
@@ -151,7 +176,7 @@ struct gen {
 	int stop; /* client: post no new operation */
 	int idle; /* the last poll found nothing */
 	int pause_said; /* 1: the pause's start printed, 2: its end too */
-	int ended; /* server: the client's end record arrived */
+	int ended; /* server: peers whose end record arrived */
 	int done; /* the run is over (see failed) */
 	int failed;
 	unsigned int reported; /* failure messages printed */
@@ -164,14 +189,17 @@ void gen_fail(struct gen *g, uint64_t *counter, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void gen_report(const struct gen *g, int progress);
 void gen_report_qps(const struct gen *g);
+void gen_mem_now(struct gen_mem *m);
+int gen_stop_asked(void);
 
 /* oob.c: the TCP exchange, every call bounded */
 int gen_oob_open(struct gen *g);
 int gen_oob_hello(struct gen *g);
 int gen_oob_exchange(struct gen *g);
 int gen_oob_sync(struct gen *g, char tag);
-int gen_oob_end(struct gen *g);
+int gen_oob_end(struct gen *g, struct gen_peer *p);
 int gen_oob_summary(struct gen *g);
+void gen_oob_close(struct gen *g);
 
 /* verbs.c */
 int gen_verbs_open(struct gen *g);

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * r2cc-gen: a verifying RC traffic generator (server on one node, client on
- * the other). Command line, setup sequence, failure reporting and the
- * machine-readable summary line.
+ * r2cc-gen: a verifying RC traffic generator (servers on one node, clients
+ * on the other). Command line, setup sequence, failure reporting and the
+ * machine-readable summary lines.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <inttypes.h>
+#include <malloc.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +31,11 @@ static const char usage_text[] =
 	"  -d, --device DEV       RDMA device (e.g. rxe0)\n"
 	"  -g, --gid-index N      GID index (default 0; RoCE v2 on rxe: 1)\n"
 	"  -p, --port PORT        TCP port of the server (default 18600)\n"
-	"  -q, --qps N            QPs, 1..64 (default 4)\n"
+	"  -q, --qps N            QPs per peer, 1..1024 (default 4)\n"
+	"      --peers N          client: that many servers, at ports PORT,\n"
+	"                         PORT+1, ... of SERVER; server: that many\n"
+	"                         clients on PORT (default 1). All QPs share\n"
+	"                         one CQ; at most 32766 QPs in all\n"
 	"  -t, --time SECONDS     run time (default 10 unless -n is given)\n"
 	"  -n, --ops N            stop after N operations (all QPs)\n"
 	"  -i, --interval SECONDS progress line every SECONDS (default: none)\n"
@@ -61,15 +67,20 @@ static const char usage_text[] =
 	"                         page says: rxe before rdma-core 55 overruns\n"
 	"                         its CQ then, without r2cc)\n"
 	"  -h, --help             this text\n"
-	"The client's -q, -t, -n, -s and --seed rule: the server adopts them.\n"
+	"The client's -q, -t, -n, -s and --seed rule: the server adopts them\n"
+	"(its clients must agree on -q and -s; give each its own --seed).\n"
+	"A client stops posting at SIGINT or SIGTERM and ends as at -t.\n"
 	"Each side prints at the end: r2cc-gen: role=ROLE qps=Q ops=N\n"
 	"bytes_verified=B mismatches=M duplicates=D losses=L order_errors=O\n"
 	"longest_stall_ms=S errors=E (the client's line includes the\n"
 	"server's figures), then one line per QP of what this side posted:\n"
 	"r2cc-gen: qp=I qpn=N send=. send_imm=. write=. write_imm=. read=.\n"
 	"recv=. bytes=B (send WRs by opcode, receives, SGE bytes of the\n"
-	"send WRs), and exits 0 only if all are zero and something was\n"
-	"verified.\n";
+	"send WRs), then the memory its QPs took: r2cc-gen: memory qps=Q\n"
+	"heap_bytes=H pinned_bytes=P (malloc's bytes in use and the\n"
+	"process's pinned memory, VmPin, grown since the device was opened,\n"
+	"less the generator's own buffers), and exits 0 only if all are\n"
+	"zero and something was verified.\n";
 
 double gen_now(void)
 {
@@ -111,7 +122,7 @@ void gen_report(const struct gen *g, int progress)
 	       " duplicates=%" PRIu64 " losses=%" PRIu64
 	       " order_errors=%" PRIu64 " longest_stall_ms=%" PRIu64
 	       " errors=%" PRIu64 "\n",
-	       pre, g->client ? "client" : "server", g->o.qps, g->st.ops,
+	       pre, g->client ? "client" : "server", g->nqps, g->st.ops,
 	       g->st.bytes_verified, g->st.mismatches, g->st.duplicates,
 	       g->st.losses, g->st.order_errors, g->st.longest_stall_ms,
 	       g->st.errors);
@@ -125,7 +136,7 @@ void gen_report_qps(const struct gen *g)
 	const struct gen_qp *q;
 	int i;
 
-	for (i = 0; g->qp && i < g->o.qps; i++) {
+	for (i = 0; g->qp && i < g->nqps; i++) {
 		q = &g->qp[i];
 		if (!q->qp)
 			continue;
@@ -141,6 +152,41 @@ void gen_report_qps(const struct gen *g)
 	fflush(stdout);
 }
 
+/* Heap in use (every arena, and the chunks malloc mapped) and VmPin. */
+void gen_mem_now(struct gen_mem *m)
+{
+	struct mallinfo2 mi = mallinfo2();
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "r");
+	unsigned long long kb;
+
+	m->heap = mi.uordblks + mi.hblkhd;
+	m->pinned = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %llu kB", &kb) == 1)
+			m->pinned = kb * 1024;
+	if (f)
+		fclose(f);
+}
+
+/* What the QPs took since the device was opened, less our buffers (in
+ * the heap, and pinned by the MR over them). */
+static void report_mem(const struct gen *g)
+{
+	struct gen_mem now;
+	int64_t heap, pinned, mine = (int64_t)((g->memlen + 4095) & ~4095UL);
+
+	if (!g->nqps || !g->mem)
+		return;
+	gen_mem_now(&now);
+	heap = (int64_t)(now.heap - g->mem0.heap) - mine;
+	pinned = (int64_t)(now.pinned - g->mem0.pinned) - (g->mr ? mine : 0);
+	printf("r2cc-gen: memory qps=%d heap_bytes=%" PRId64
+	       " pinned_bytes=%" PRId64 "\n",
+	       g->nqps, heap, pinned);
+	fflush(stdout);
+}
+
 enum {
 	OPT_STALL = 256,
 	OPT_RETRY,
@@ -149,6 +195,7 @@ enum {
 	OPT_LINGER,
 	OPT_PAUSE_AT,
 	OPT_PAUSE_FOR,
+	OPT_PEERS,
 	OPT_SRQ,
 	OPT_UD,
 	OPT_CQ_EX
@@ -176,6 +223,7 @@ static const struct numopt {
 	{ OPT_LINGER, 0, 3600, 'd', offsetof(struct gen_opts, linger) },
 	{ OPT_PAUSE_AT, 0, 1e6, 'd', offsetof(struct gen_opts, pause_at) },
 	{ OPT_PAUSE_FOR, 0, 1e6, 'd', offsetof(struct gen_opts, pause_for) },
+	{ OPT_PEERS, 1, GEN_MAX_PEERS, 'i', offsetof(struct gen_opts, peers) },
 };
 
 /* In numopts order after "device", so that an index names the option. */
@@ -196,6 +244,7 @@ static const struct option longopts[] = {
 	{ "linger", required_argument, NULL, OPT_LINGER },
 	{ "pause-at", required_argument, NULL, OPT_PAUSE_AT },
 	{ "pause-for", required_argument, NULL, OPT_PAUSE_FOR },
+	{ "peers", required_argument, NULL, OPT_PEERS },
 	{ "srq", no_argument, NULL, OPT_SRQ },
 	{ "ud", no_argument, NULL, OPT_UD },
 	{ "cq-ex", no_argument, NULL, OPT_CQ_EX },
@@ -279,6 +328,28 @@ static void parse(int argc, char **argv, struct gen_opts *o)
 		usage(2);
 	if (!o->secs && !o->ops)
 		o->secs = 10;
+	if (o->qps * o->peers > GEN_MAX_ALL_QPS ||
+	    o->port + o->peers - 1 > 65535) {
+		fprintf(stderr,
+			"r2cc-gen: -q %d with --peers %d: too many "
+			"QPs or ports\n",
+			o->qps, o->peers);
+		usage(2);
+	}
+}
+
+static volatile sig_atomic_t stop_asked;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
+
+/* SIGINT or SIGTERM: the client posts no more and ends as at -t. */
+int gen_stop_asked(void)
+{
+	return stop_asked;
 }
 
 static int start_sync(struct gen *g)
@@ -324,11 +395,9 @@ static void finish(struct gen *g)
 	int ret = 0;
 
 	if (g->client && !g->failed) {
-		ret = gen_oob_end(g);
+		ret = gen_oob_end(g, NULL);
 		if (!ret)
 			ret = gen_oob_summary(g);
-	} else if (!g->client && g->ended) {
-		ret = gen_oob_summary(g);
 	}
 	if (ret)
 		gen_fail(g, &g->st.errors, "end-of-run exchange: %s",
@@ -344,10 +413,12 @@ static void finish(struct gen *g)
 
 int main(int argc, char **argv)
 {
-	struct gen g = { .fd = -1 };
+	struct sigaction sa = { .sa_handler = on_stop, .sa_flags = SA_RESTART };
+	struct gen g = { 0 };
 
 	g.o = (struct gen_opts){ .port = 18600,
 				 .qps = 4,
+				 .peers = 1,
 				 .retry_cnt = 7,
 				 .timeout = 14,
 				 .max_inline = 128,
@@ -356,19 +427,24 @@ int main(int argc, char **argv)
 				 .stall_limit = 10 };
 	parse(argc, argv, &g.o);
 	g.client = g.o.server != NULL;
+	g.nqps = g.o.qps * g.o.peers;
+	if (g.client) {
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 	if (!setup(&g)) {
 		gen_run(&g);
 		finish(&g);
 	}
 	gen_report(&g, 0);
 	gen_report_qps(&g);
+	report_mem(&g);
 	if (g.failed)
 		fprintf(stderr, "r2cc-gen: %s: FAILED: %s\n",
 			g.client ? "client" : "server", g.first);
 	if (g.o.linger > 0)
 		usleep((useconds_t)(g.o.linger * 1e6));
-	if (g.fd >= 0)
-		close(g.fd);
+	gen_oob_close(&g);
 	gen_verbs_close(&g);
 	return g.failed ? 1 : 0;
 }

@@ -132,18 +132,27 @@ static void async_events(struct gen *g)
 
 /*
  * Sleep until a completion, an async event or TCP data, at most ms. Sets
- * *tcp when the TCP channel has data or was closed.
+ * *tcp when a peer's TCP connection has data or was closed (that peer's
+ * talked).
  */
 int gen_verbs_wait(struct gen *g, int ms, int *tcp)
 {
-	struct pollfd p[3] = { { .fd = g->ch->fd, .events = POLLIN },
-			       { .fd = g->ctx->async_fd, .events = POLLIN },
-			       { .fd = g->fd, .events = POLLIN } };
+	struct pollfd p[2 + GEN_MAX_PEERS] = {
+		{ .fd = g->ch->fd, .events = POLLIN },
+		{ .fd = g->ctx->async_fd, .events = POLLIN },
+	};
 	struct ibv_cq *cq;
 	void *ctx;
+	int i;
 
 	*tcp = 0;
-	if (poll(p, 3, ms) < 0)
+	/* not a client that ended: its EOF would wake us at once */
+	for (i = 0; i < g->o.peers; i++)
+		p[2 + i] =
+			(struct pollfd){ .fd = g->peer[i].ended ? -1 :
+								  g->peer[i].fd,
+					 .events = POLLIN };
+	if (poll(p, 2 + g->o.peers, ms) < 0)
 		return errno == EINTR ? 0 : -errno;
 	while (!ibv_get_cq_event(g->ch, &cq, &ctx))
 		g->cq_events++;
@@ -153,7 +162,11 @@ int gen_verbs_wait(struct gen *g, int ms, int *tcp)
 	}
 	if (p[1].revents)
 		async_events(g);
-	*tcp = !!p[2].revents;
+	for (i = 0; i < g->o.peers; i++)
+		if (p[2 + i].revents) {
+			g->peer[i].talked = 1;
+			*tcp = 1;
+		}
 	return 0;
 }
 
@@ -206,23 +219,37 @@ static void check_stall(struct gen *g)
 	}
 }
 
-/* The TCP channel spoke during the run: the end record, or the peer left. */
+/* A peer's TCP connection spoke during the run: a client's end record
+ * (the server is done once every client's came), or the peer left. */
 static void on_tcp(struct gen *g)
 {
-	int ret;
+	struct gen_peer *p;
+	int i, ret;
 
-	g->done = 1;
-	if (g->client) {
-		gen_fail(g, &g->st.errors,
-			 "the server closed the connection during the run");
-		return;
+	for (i = 0; i < g->o.peers; i++) {
+		p = &g->peer[i];
+		if (!p->talked || p->ended)
+			continue;
+		p->talked = 0;
+		if (g->client) {
+			gen_fail(g, &g->st.errors,
+				 "server %d closed the connection during "
+				 "the run",
+				 i);
+			g->done = 1;
+			return;
+		}
+		ret = gen_oob_end(g, p);
+		if (ret) {
+			gen_fail(g, &g->st.errors, "client %d went away: %s", i,
+				 strerror(-ret));
+			g->done = 1;
+			return;
+		}
+		p->ended = 1;
+		if (++g->ended == g->o.peers)
+			g->done = 1;
 	}
-	ret = gen_oob_end(g);
-	if (ret)
-		gen_fail(g, &g->st.errors, "the client went away: %s",
-			 strerror(-ret));
-	else
-		g->ended = 1;
 }
 
 /* Poll; when the CQ is dry, arm it and sleep on the channel (bounded). */

@@ -60,7 +60,7 @@ static const char *frame(struct gen *g, struct gen_qp *q,
 		return "no valid header";
 	a->hdr_ok = 1;
 	k = a->h.kind;
-	if (a->h.qp != q->idx || a->h.len > g->o.max_msg - GEN_HDR_LEN)
+	if (a->h.qp != q->wire || a->h.len > g->o.max_msg - GEN_HDR_LEN)
 		return "header names another QP or a length beyond --max-size";
 	if (k != GEN_K_SEND && k != GEN_K_SEND_IMM && k != GEN_K_WRITE_IMM &&
 	    k != GEN_K_NOTIFY)
@@ -104,9 +104,9 @@ static void verify(struct gen *g, struct gen_qp *q, const struct arrival *a)
 {
 	const uint8_t *p = a->data + GEN_HDR_LEN;
 	uint32_t len = a->h.len, seq = a->h.seq;
-	size_t bad = gen_diff(g->o.seed, q->idx, seq, 0, p, len);
+	size_t bad = gen_diff(q->seed, q->wire, seq, 0, p, len);
 
-	if (bad < len || gen_sum(q->idx, seq, p, len) != a->h.sum) {
+	if (bad < len || gen_sum(q->wire, seq, p, len) != a->h.sum) {
 		gen_fail(g, &g->st.mismatches,
 			 "qp %u: %s seq %u: %u payload bytes, bad at %zu",
 			 q->idx, gen_kind_name(a->h.kind), seq, len, bad);
@@ -114,6 +114,8 @@ static void verify(struct gen *g, struct gen_qp *q, const struct arrival *a)
 	}
 	g->st.ops++;
 	g->st.bytes_verified += GEN_HDR_LEN + len;
+	q->ops++;
+	q->bytes += GEN_HDR_LEN + len;
 }
 
 static void recv_done(struct gen *g, struct gen_qp *q, const struct ibv_wc *wc)
@@ -150,7 +152,7 @@ static int send_credit(struct gen *g, struct gen_qp *q)
 	uint64_t idx = q->sq.posted;
 	uint8_t *buf = q->sbuf + (idx % GEN_SQ_DEPTH) * g->sslot;
 	struct gen_hdr h = { .magic = GEN_MAGIC,
-			     .qp = q->idx,
+			     .qp = q->wire,
 			     .kind = GEN_K_CREDIT,
 			     .seq = q->cseq,
 			     .ack = q->in.next };
@@ -163,7 +165,7 @@ static int send_credit(struct gen *g, struct gen_qp *q)
 				  .send_flags = IBV_SEND_SIGNALED };
 	int ret;
 
-	h.sum = gen_sum(q->idx, h.seq, NULL, 0);
+	h.sum = gen_sum(q->wire, h.seq, NULL, 0);
 	gen_hdr_encode(&h, buf);
 	if (GEN_HDR_LEN <= g->lim.max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
@@ -191,7 +193,7 @@ int gen_server_step(struct gen *g)
 	uint32_t due;
 	int i, ret;
 
-	for (i = 0; i < g->o.qps; i++) {
+	for (i = 0; i < g->nqps; i++) {
 		q = &g->qp[i];
 		due = q->in.next - q->cacked;
 		if (!due || !gen_sq_room(&q->sq) ||

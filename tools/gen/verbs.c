@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * r2cc-gen's verbs resources: device, one MR over all buffers, one CQ with a
- * completion channel, Q RC QPs and their connection; polling and bounded
- * waits for completions and async events.
+ * completion channel, Q RC QPs per peer and their connection; polling and
+ * bounded waits for completions and async events.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -44,11 +44,11 @@ static struct ibv_context *open_dev(const char *name)
 	return ctx;
 }
 
-/* Device, port, GID, PD, completion channel and CQ. */
+/* Device, port, GID, PD and completion channel; then the memory in use
+ * (what the QPs add is measured from here). */
 int gen_verbs_open(struct gen *g)
 {
 	struct ibv_device_attr da;
-	int cqe = g->o.qps * (GEN_SQ_DEPTH + GEN_CREDITS) + 16;
 
 	g->ctx = open_dev(g->o.dev);
 	if (!g->ctx)
@@ -62,7 +62,21 @@ int gen_verbs_open(struct gen *g)
 		g->max_rd = da.max_qp_init_rd_atom;
 	g->pd = ibv_alloc_pd(g->ctx);
 	g->ch = g->pd ? ibv_create_comp_channel(g->ctx) : NULL;
-	if (g->ch && g->o.cq_ex) {
+	if (!g->ch)
+		return errno ? -errno : -ENOMEM;
+	if (nonblock(g->ch->fd) || nonblock(g->ctx->async_fd))
+		return -errno;
+	gen_mem_now(&g->mem0);
+	return 0;
+}
+
+/* One CQ for every QP, sized for all their WRs (known after the hello:
+ * a server takes the client's -q). */
+static int create_cq(struct gen *g)
+{
+	int cqe = g->nqps * (GEN_SQ_DEPTH + GEN_CREDITS) + 16;
+
+	if (g->o.cq_ex) {
 		struct ibv_cq_init_attr_ex ca = {
 			.cqe = (uint32_t)cqe,
 			.channel = g->ch,
@@ -72,14 +86,10 @@ int gen_verbs_open(struct gen *g)
 
 		g->cqx = ibv_create_cq_ex(g->ctx, &ca);
 		g->cq = g->cqx ? ibv_cq_ex_to_cq(g->cqx) : NULL;
-	} else if (g->ch) {
+	} else {
 		g->cq = ibv_create_cq(g->ctx, cqe, NULL, g->ch, 0);
 	}
-	if (!g->cq)
-		return errno ? -errno : -ENOMEM;
-	if (nonblock(g->ch->fd) || nonblock(g->ctx->async_fd))
-		return -errno;
-	return 0;
+	return g->cq ? 0 : errno ? -errno : -ENOMEM;
 }
 
 /* Lay out every QP's buffers in one allocation (see struct gen_qp). */
@@ -94,12 +104,12 @@ static int alloc_mem(struct gen *g)
 	per = GEN_SQ_DEPTH * g->sslot + GEN_CREDITS * g->rslot;
 	if (!g->client)
 		per += GEN_CREDITS * m + m;
-	g->memlen = per * g->o.qps;
+	g->memlen = per * g->nqps;
 	g->mem = aligned_alloc(4096, (g->memlen + 4095) & ~(size_t)4095);
 	if (!g->mem)
 		return -ENOMEM;
 	memset(g->mem, 0, g->memlen);
-	for (i = 0, p = g->mem; i < g->o.qps; i++) {
+	for (i = 0, p = g->mem; i < g->nqps; i++) {
 		g->qp[i].sbuf = p;
 		p += GEN_SQ_DEPTH * g->sslot;
 		g->qp[i].rbuf = p;
@@ -110,7 +120,8 @@ static int alloc_mem(struct gen *g)
 		p += GEN_CREDITS * m;
 		g->qp[i].rreg = p;
 		/* what READs fetch: a fixed pattern per QP */
-		gen_fill(g->o.seed, i, GEN_READ_STREAM, 0, p, m);
+		gen_fill(g->qp[i].seed, g->qp[i].wire, GEN_READ_STREAM, 0, p,
+			 m);
 		p += m;
 	}
 	return 0;
@@ -146,16 +157,39 @@ static struct ibv_qp *create_qp(struct gen *g)
 	return qp;
 }
 
-/* Buffers, the MR over them, and the QPs (RESET). */
+/* Each QP's place: its peer, and the index and payload seed its messages
+ * carry (a client's own; a server's from that client's hello). */
+static void place_qps(struct gen *g)
+{
+	struct gen_qp *q;
+	int i;
+
+	for (i = 0; i < g->nqps; i++) {
+		q = &g->qp[i];
+		q->idx = i;
+		q->peer_idx = i / g->o.qps;
+		q->wire = g->client ? (uint32_t)i :
+				      g->peer[q->peer_idx].base + i % g->o.qps;
+		q->seed = g->client ? g->o.seed : g->peer[q->peer_idx].seed;
+		q->sq.depth = GEN_SQ_DEPTH;
+		q->sq.signaled = q->sig;
+	}
+}
+
+/* The CQ, buffers, the MR over them, and the QPs (RESET). */
 int gen_verbs_alloc(struct gen *g)
 {
 	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 		  IBV_ACCESS_REMOTE_READ;
 	int i, ret;
 
-	g->qp = calloc(g->o.qps, sizeof(*g->qp));
+	ret = create_cq(g);
+	if (ret)
+		return ret;
+	g->qp = calloc(g->nqps, sizeof(*g->qp));
 	if (!g->qp)
 		return -ENOMEM;
+	place_qps(g);
 	ret = alloc_mem(g);
 	if (ret)
 		return ret;
@@ -165,11 +199,11 @@ int gen_verbs_alloc(struct gen *g)
 	if (g->o.srq) {
 		/* One slot per credit of every QP: never short of one */
 		struct ibv_srq_init_attr sa = {
-			.attr = { .max_wr = g->o.qps * GEN_CREDITS,
+			.attr = { .max_wr = g->nqps * GEN_CREDITS,
 				  .max_sge = 1 },
 		};
 
-		g->srq_gen = calloc((size_t)g->o.qps * GEN_CREDITS,
+		g->srq_gen = calloc((size_t)g->nqps * GEN_CREDITS,
 				    sizeof(*g->srq_gen));
 		if (!g->srq_gen)
 			return -ENOMEM;
@@ -177,12 +211,9 @@ int gen_verbs_alloc(struct gen *g)
 		if (!g->srq)
 			return -errno;
 	}
-	for (i = 0; i < g->o.qps; i++) {
+	for (i = 0; i < g->nqps; i++) {
 		struct gen_qp *q = &g->qp[i];
 
-		q->idx = i;
-		q->sq.depth = GEN_SQ_DEPTH;
-		q->sq.signaled = q->sig;
 		q->qp = create_qp(g);
 		if (!q->qp)
 			return -errno;
@@ -209,21 +240,22 @@ static int to_init(struct gen_qp *q)
 /* RoCE addressing through the GRH; the peer's PSN and QP number. */
 static int to_rtr(struct gen *g, struct gen_qp *q)
 {
+	const struct gen_peer *p = &g->peer[q->peer_idx];
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
-		.path_mtu = g->path_mtu,
+		.path_mtu = p->path_mtu,
 		.dest_qp_num = q->peer.qpn,
 		.rq_psn = q->peer.psn,
 		.max_dest_rd_atomic = g->max_rd,
 		.min_rnr_timer = 12,
 	};
 
-	a.ah_attr.dlid = g->peer_lid;
+	a.ah_attr.dlid = p->lid;
 	a.ah_attr.port_num = GEN_IB_PORT;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.hop_limit = 1;
 	a.ah_attr.grh.sgid_index = g->o.gidx;
-	a.ah_attr.grh.dgid = g->peer_gid;
+	a.ah_attr.grh.dgid = p->gid;
 	return ibv_modify_qp(q->qp, &a,
 			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -282,12 +314,16 @@ static int ud_qp(struct gen *g)
 /* Every QP to RTS once the peer's half is known (gen_oob_exchange). */
 int gen_verbs_connect(struct gen *g)
 {
+	enum ibv_mtu mtu = g->peer[0].path_mtu;
 	int i, ret;
 
-	g->lim.mtu = 128U << g->path_mtu;
+	for (i = 1; i < g->o.peers; i++)
+		if (g->peer[i].path_mtu < mtu)
+			mtu = g->peer[i].path_mtu;
+	g->lim.mtu = 128U << mtu;
 	g->lim.max_msg = g->o.max_msg;
 	g->lim.read_len = g->o.max_msg;
-	for (i = 0; i < g->o.qps; i++) {
+	for (i = 0; i < g->nqps; i++) {
 		ret = to_init(&g->qp[i]);
 		if (!ret)
 			ret = to_rtr(g, &g->qp[i]);
@@ -434,12 +470,12 @@ struct gen_qp *gen_qp_of(struct gen *g, const struct ibv_wc *wc)
 	int i;
 
 	if (qi == GEN_WRID_SRQ && g->srq) {
-		for (i = 0; i < g->o.qps; i++)
+		for (i = 0; i < g->nqps; i++)
 			if (g->qp[i].qp->qp_num == wc->qp_num)
 				return &g->qp[i];
 		return NULL;
 	}
-	if (qi >= (uint32_t)g->o.qps || wc->qp_num != g->qp[qi].qp->qp_num)
+	if (qi >= (uint32_t)g->nqps || wc->qp_num != g->qp[qi].qp->qp_num)
 		return NULL;
 	return &g->qp[qi];
 }
@@ -450,13 +486,13 @@ int gen_post_recvs(struct gen *g)
 	uint64_t s;
 	int i, j, ret;
 
-	for (s = 0; g->srq && s < (uint64_t)g->o.qps * GEN_CREDITS; s++) {
+	for (s = 0; g->srq && s < (uint64_t)g->nqps * GEN_CREDITS; s++) {
 		ret = post_srq(g, s);
 		if (ret)
 			return ret;
 		g->qp[s / GEN_CREDITS].rposted++;
 	}
-	for (i = 0; !g->srq && i < g->o.qps; i++)
+	for (i = 0; !g->srq && i < g->nqps; i++)
 		for (j = 0; j < GEN_CREDITS; j++) {
 			ret = post_rq(g, &g->qp[i]);
 			if (ret)
@@ -469,7 +505,7 @@ void gen_verbs_close(struct gen *g)
 {
 	int i;
 
-	for (i = 0; g->qp && i < g->o.qps; i++)
+	for (i = 0; g->qp && i < g->nqps; i++)
 		if (g->qp[i].qp)
 			ibv_destroy_qp(g->qp[i].qp);
 	if (g->ud)
