@@ -72,10 +72,12 @@ int r2cc_wc_opcode(enum ibv_wr_opcode op);
 
 /*
  * The send log of one QP: a copy of every posted send WR not yet retired,
- * in posting order, with its PSNs. Nothing here allocates or locks after
- * r2cc_sendlog_new(). The caller holds the QP's posting serialisation
- * (verbs requires posts on one QP to be serialised; r2cc appends right
- * after the provider's post returns) and serialises polls with it.
+ * in posting order, with its PSNs. Nothing here locks, and nothing
+ * allocates after r2cc_sendlog_new() but the one append that finds the
+ * log's first half full (as a receive log grows). The caller holds the
+ * QP's posting serialisation (verbs requires posts on one QP to be
+ * serialised; r2cc appends right after the provider's post returns) and
+ * serialises polls with it.
  */
 struct r2cc_sendlog;
 
@@ -104,7 +106,7 @@ struct r2cc_sendlog_stats {
 
 /**
  * r2cc_sendlog_new() - a log for a QP, preallocated for its send queue
- * @cap: max_send_wr (at least 1)
+ * @cap: entries at most (at least 1); half of it is allocated at first
  * @max_sge: max_send_sge
  * @max_inline: max_inline_data, as the provider returned it
  * @sq_sig_all: the QP signals every WR

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sendlog.c - the per-QP send log: a preallocated ring of copies of the
- * posted send WRs with their PSNs, retired by completions in RC order and
- * split by the responder's rq_psn into what to replay after a failover.
+ * sendlog.c - the per-QP send log: a ring of copies of the posted send WRs
+ * with their PSNs, retired by completions in RC order and split by the
+ * responder's rq_psn into what to replay after a failover. It starts at
+ * half its limit and doubles when a program posts past that.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +21,8 @@
  * out_pkts PSNs from the oldest one's first_psn. Caller serialises.
  */
 struct r2cc_sendlog {
-	uint32_t cap; /* entries: the QP's max_send_wr */
+	uint32_t cap; /* entries now */
+	uint32_t limit; /* entries at most (grows up to it) */
 	uint32_t max_sge; /* SGEs per entry */
 	uint32_t max_inline; /* inline bytes per entry */
 	bool sig_all; /* sq_sig_all: every WR is signaled */
@@ -37,29 +39,45 @@ struct r2cc_sendlog {
 	struct r2cc_sendlog_stats st;
 };
 
+/* The three arrays for @cap entries, or -ENOMEM (none allocated). */
+static int ring_alloc(const struct r2cc_sendlog *log, uint32_t cap,
+		      struct r2cc_sendlog_ent **ent, struct ibv_sge **sge,
+		      char **inl)
+{
+	size_t nsge = (size_t)cap * log->max_sge;
+	size_t ninl = (size_t)cap * log->max_inline;
+
+	*ent = calloc(cap, sizeof(**ent));
+	*sge = calloc(nsge ? nsge : 1, sizeof(**sge));
+	*inl = malloc(ninl ? ninl : 1);
+	if (*ent && *sge && *inl)
+		return 0;
+	free(*ent);
+	free(*sge);
+	free(*inl);
+	return -ENOMEM;
+}
+
 struct r2cc_sendlog *r2cc_sendlog_new(uint32_t cap, uint32_t max_sge,
 				      uint32_t max_inline, bool sq_sig_all)
 {
-	size_t nsge = (size_t)cap * max_sge;
-	size_t ninl = (size_t)cap * max_inline;
 	struct r2cc_sendlog *log;
 
-	if (!cap || cap > MAX_CAP) {
+	if (!cap || cap > MAX_CAP || max_sge > MAX_CAP ||
+	    max_inline > MAX_CAP) {
 		errno = EINVAL;
 		return NULL;
 	}
 	log = calloc(1, sizeof(*log));
 	if (!log)
 		return NULL;
-	log->cap = cap;
+	log->limit = cap;
+	log->cap = cap / 2 + 1 < cap ? cap / 2 + 1 : cap;
 	log->max_sge = max_sge;
 	log->max_inline = max_inline;
 	log->sig_all = sq_sig_all;
-	log->ent = calloc(cap, sizeof(*log->ent));
-	log->sge = calloc(nsge ? nsge : 1, sizeof(*log->sge));
-	log->inl = malloc(ninl ? ninl : 1);
-	if (!log->ent || !log->sge || !log->inl) {
-		r2cc_sendlog_free(log);
+	if (ring_alloc(log, log->cap, &log->ent, &log->sge, &log->inl)) {
+		free(log);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -84,6 +102,55 @@ static uint32_t slot(const struct r2cc_sendlog *log, uint32_t i)
 static struct r2cc_sendlog_ent *at(const struct r2cc_sendlog *log, uint32_t i)
 {
 	return &log->ent[slot(log, i)];
+}
+
+static bool is_inline(const struct ibv_send_wr *wr);
+
+/*
+ * Twice the entries, at most the limit: the outstanding ones copied to the
+ * front in order, their SGEs re-pointed at the new arrays (an inline WR's
+ * at its bytes' new place). A program may post past the max_send_wr it
+ * was told (rxe grants a queue rounded up to 2^k - 1); one that does not
+ * keeps half the memory. Return: 0, or -ENOSPC (at the limit, or no
+ * memory: the ring as it was).
+ */
+static int grow(struct r2cc_sendlog *log)
+{
+	uint32_t ncap = log->cap * 2 < log->limit ? log->cap * 2 : log->limit;
+	struct r2cc_sendlog_ent *ent, *e;
+	struct ibv_sge *sge, *es;
+	char *inl, *from;
+	uint32_t i, s;
+	int k;
+
+	if (log->cap == log->limit || ring_alloc(log, ncap, &ent, &sge, &inl))
+		return -ENOSPC;
+	for (i = 0; i < log->count; i++) {
+		s = slot(log, i);
+		e = &ent[i];
+		es = &sge[(size_t)i * log->max_sge];
+		from = &log->inl[(size_t)s * log->max_inline];
+		*e = log->ent[s];
+		memcpy(es, &log->sge[(size_t)s * log->max_sge],
+		       (size_t)log->max_sge * sizeof(*es));
+		memcpy(&inl[(size_t)i * log->max_inline], from,
+		       log->max_inline);
+		e->wr.sg_list = es;
+		e->wr.next = NULL;
+		for (k = 0; is_inline(&e->wr) && k < e->wr.num_sge; k++)
+			es[k].addr =
+				(uintptr_t)&inl[(size_t)i * log->max_inline +
+						(es[k].addr - (uintptr_t)from)];
+	}
+	free(log->ent);
+	free(log->sge);
+	free(log->inl);
+	log->ent = ent;
+	log->sge = sge;
+	log->inl = inl;
+	log->cap = ncap;
+	log->head = 0;
+	return 0;
 }
 
 static bool valid_mtu(uint32_t mtu)
@@ -145,8 +212,8 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
 	n = r2cc_psn_npkts(wr->opcode, len, log->mtu);
 	if (n < 0)
 		return n;
-	if (log->count == log->cap ||
-	    (uint32_t)n > R2CC_PSN_WINDOW - log->out_pkts)
+	if ((uint32_t)n > R2CC_PSN_WINDOW - log->out_pkts ||
+	    (log->count == log->cap && grow(log)))
 		return -ENOSPC;
 
 	s = slot(log, log->count);

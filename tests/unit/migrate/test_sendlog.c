@@ -618,3 +618,75 @@ Test(sendlog, wrap_in_the_middle_of_the_log, .timeout = 5)
 	cr_assert_eq(res.first->wr_id, 40);
 	r2cc_sendlog_free(log);
 }
+
+/* A log starts at half its limit (plus one) and doubles when a program
+ * posts past that: the outstanding entries keep their order, PSNs, SGEs
+ * and inline bytes across the move, also when the ring had wrapped. */
+Test(sendlog, grows_to_its_limit_keeping_entries_and_inline_bytes, .timeout = 5)
+{
+	struct r2cc_sendlog *log = r2cc_sendlog_new(9, 2, 8, false);
+	char data[12][8];
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr = { .num_sge = 2, .sg_list = sge };
+	const struct r2cc_sendlog_ent *e;
+	struct r2cc_replay res;
+	struct ibv_send_wr *w;
+	uint32_t i, n;
+
+	r2cc_sendlog_start(log, 100, 1024);
+	for (i = 0; i < 12; i++) {
+		memset(data[i], 'a' + (int)i, sizeof(data[i]));
+		/* every other WR inline (its bytes copied), the rest by SGE */
+		sge[0] = (struct ibv_sge){ (uintptr_t)data[i], 3, 0x10 + i };
+		sge[1] = (struct ibv_sge){ (uintptr_t)data[i] + 3, 5, 0x20 };
+		wr.wr_id = i;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = SIG | (i % 2 ? IBV_SEND_INLINE : 0);
+		if (i == 3) /* the ring wraps before it grows */
+			cr_assert_eq(r2cc_sendlog_complete(log, 0, IBV_WC_SEND),
+				     1);
+		if (i == 4)
+			cr_assert_eq(r2cc_sendlog_complete(log, 1, IBV_WC_SEND),
+				     1);
+		if (i < 11)
+			cr_assert_eq(r2cc_sendlog_append(log, &wr), 0, "WR %u",
+				     i);
+		else
+			cr_assert_eq(r2cc_sendlog_append(log, &wr), -ENOSPC,
+				     "9 outstanding: the limit");
+		memset(data[i], '-', sizeof(data[i])); /* the program reuses */
+	}
+	cr_assert_eq(outstanding(log), 9);
+	for (i = 0; i < 9; i++) {
+		e = ent(log, i);
+		cr_assert_eq(e->wr.wr_id, i + 2);
+		cr_assert_eq(e->first_psn, 100 + i + 2);
+	}
+	/* nothing executed: all nine replay, each with its own bytes */
+	cr_assert_eq(r2cc_sendlog_replay(log, 102, &res), 0);
+	cr_assert_eq(res.nreplay, 9);
+	for (w = res.first, n = 0; w; w = w->next, n++) {
+		char c = (char)('a' + (int)w->wr_id);
+
+		cr_assert_eq(w->wr_id, n + 2);
+		cr_assert_eq(w->num_sge, 2);
+		if (w->wr_id % 2) {
+			cr_assert_eq(w->sg_list[0].length, 3);
+			cr_assert_eq(w->sg_list[1].length, 5);
+			for (i = 0; i < 3; i++)
+				cr_assert_eq(((char *)(uintptr_t)w->sg_list[0]
+						      .addr)[i],
+					     c, "WR %llu",
+					     (unsigned long long)w->wr_id);
+			for (i = 0; i < 5; i++)
+				cr_assert_eq(((char *)(uintptr_t)w->sg_list[1]
+						      .addr)[i],
+					     c);
+		} else {
+			cr_assert_eq(w->sg_list[0].lkey, 0x10 + w->wr_id);
+			cr_assert_eq(w->sg_list[1].lkey, 0x20);
+		}
+	}
+	cr_assert_eq(n, 9);
+	r2cc_sendlog_free(log);
+}
