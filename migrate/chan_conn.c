@@ -154,7 +154,9 @@ void chan_conn_close(int i)
 	p = c->role == C_OPEN ? chan_peer_find(c->peer) : NULL;
 	if (p && p->conn == i)
 		p->conn = other_open(p->id, i);
-	if (p && p->conn < 0) /* its last: what it had not read is gone */
+	/* What either end had not read on it is gone (ours by the close,
+	 * the peer's by the reset it causes) */
+	if (p)
 		chan_lost(p->id);
 	if (c->res >= 0 && c->role == C_LOOKUP && !c->connecting &&
 	    cs.res[c->res]->tries < LOOKUP_TRIES) {
@@ -294,10 +296,16 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 		send_hello(i, m->hdr.sender);
 	if (c->role == C_FREE)
 		return;
-	if (p->conn >= 0 && p->conn != i)
-		r2cc_dbg("peer %016llx: a second channel",
+	/* Frames go on the first channel open to a peer for as long as it
+	 * stays open: switching to a second one (both ends dialled at once)
+	 * would let frames still in flight on the first arrive after newer
+	 * ones, and past the peer's replay window they are dropped. */
+	if (p->conn < 0)
+		p->conn = i;
+	else if (p->conn != i)
+		r2cc_dbg("peer %016llx: a second channel, frames stay on the "
+			 "first",
 			 (unsigned long long)p->id);
-	p->conn = i;
 	c->peer = p->id;
 	c->deadline_ns = 0;
 	if (c->role == C_HELLO && c->res >= 0) {

@@ -362,6 +362,45 @@ Test(chan, peer_stays_reachable_while_one_connection_is_open)
 	r2cc_chan_stop();
 }
 
+/* Frames to a peer stay on the first channel open to it while a second
+ * one opens (each end dialled the other): frames in flight on the first
+ * would otherwise arrive after newer ones on the second, past the peer's
+ * replay window. Once the first closes, the second carries them. */
+Test(chan, frames_stay_on_the_first_channel_while_it_is_open)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000beefULL;
+	struct pollfd p = { .events = POLLIN };
+	struct r2cc_ctrl_msg m;
+	int fd1, fd2, i;
+
+	start();
+	fd1 = fake_peer(&key, id, 1);
+	fd2 = fake_peer(&key, id, 2);
+	for (i = 0; i < 8; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_KEEPALIVE;
+		m.keepalive_ns = 200 + (uint64_t)i;
+		cr_assert_eq(r2cc_chan_send(id, &m), 0);
+	}
+	for (i = 0; i < 8; i++) {
+		read_frame(fd1, &key, &m);
+		cr_assert_eq(m.keepalive_ns, 200 + (uint64_t)i);
+	}
+	p.fd = fd2;
+	cr_assert_eq(poll(&p, 1, 200), 0, "a frame on the second channel");
+	close(fd1);
+	usleep(200 * 1000);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_KEEPALIVE;
+	m.keepalive_ns = 300;
+	cr_assert_eq(r2cc_chan_send(id, &m), 0, "peer lost with one open");
+	read_frame(fd2, &key, &m);
+	cr_assert_eq(m.keepalive_ns, 300);
+	close(fd2);
+	r2cc_chan_stop();
+}
+
 struct late_reader {
 	int fd, want, got;
 	struct r2cc_ctrl_key key;
