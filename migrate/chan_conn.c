@@ -359,7 +359,12 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		return;
 	}
 	rc = r2cc_ctrl_decode(&cs.key, buf, len, m);
-	if (!rc) {
+	if (!rc && m->hdr.type == R2CC_CTRL_LOOKUP_REPLY) {
+		/* It carries our LOOKUP's seq, new on each: fresh by that,
+		 * whatever the answering process sent anyone since */
+		rc = c->role == C_LOOKUP && m->hdr.seq == c->asked ? 0 :
+								     -ESTALE;
+	} else if (!rc) {
 		p = peer_get(m->hdr.sender);
 		rc = p ? r2cc_ctrl_replay_accept(&p->win, m->hdr.seq) : -ENOMEM;
 	}
@@ -476,7 +481,7 @@ void chan_conn_connected(int i)
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_LOOKUP;
 	m.hdr.receiver = R2CC_CTRL_ANY;
-	m.hdr.seq = ++cs.seq;
+	m.hdr.seq = c->asked = ++cs.seq;
 	m.lookup = cs.res[c->res]->q;
 	if (chan_conn_write(i, &m))
 		chan_conn_close(i);

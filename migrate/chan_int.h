@@ -43,6 +43,7 @@ struct conn {
 	uint64_t peer; /* once known */
 	int res; /* the resolve this connection serves, or -1 */
 	uint64_t deadline_ns; /* for connect and the reply; 0 when open */
+	uint64_t asked; /* C_LOOKUP: our LOOKUP's seq, its reply's too */
 	uint8_t *buf; /* cap bytes: CONN_BUF, up to R2CC_CTRL_FRAME_MAX */
 	size_t have, cap;
 };

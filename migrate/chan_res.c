@@ -141,7 +141,7 @@ void chan_serve_lookup(int i, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_unlock(&cs.lock);
 	cs.hooks.lookup(&m->lookup, &rep.lookup_reply);
 	pthread_mutex_lock(&cs.lock);
-	rep.hdr.seq = ++cs.seq;
+	rep.hdr.seq = m->hdr.seq; /* the asker's: the answer is fresh */
 	cs.st.lookups_served++;
 	if (!rep.lookup_reply.found)
 		rep.lookup_reply.naddr = 0;

@@ -647,24 +647,52 @@ int r2cc_ctrl_batch_next(const struct r2cc_ctrl_msg *b, uint32_t *off,
 	return 1;
 }
 
+/* Bit @d (distance below top) of @w's window */
+static uint64_t *replay_word(struct r2cc_ctrl_replay *w, uint64_t d,
+			     uint64_t *bit)
+{
+	*bit = 1ULL << (d % 64);
+	return &w->seen[d / 64];
+}
+
+/* The window moved up by @d: what was d below top is now 0 below it. */
+static void replay_slide(struct r2cc_ctrl_replay *w, uint64_t d)
+{
+	const unsigned int n = R2CC_CTRL_REPLAY_WINDOW / 64;
+	unsigned int words = (unsigned int)(d / 64), bits = d % 64, i;
+
+	if (d >= R2CC_CTRL_REPLAY_WINDOW) {
+		memset(w->seen, 0, sizeof(w->seen));
+		return;
+	}
+	for (i = n; i-- > 0;) {
+		uint64_t v = i >= words ? w->seen[i - words] << bits : 0;
+
+		if (bits && i > words)
+			v |= w->seen[i - words - 1] >> (64 - bits);
+		w->seen[i] = v;
+	}
+}
+
 int r2cc_ctrl_replay_accept(struct r2cc_ctrl_replay *w, uint64_t seq)
 {
-	uint64_t d;
+	uint64_t d, bit, *word;
 
 	if (!seq)
 		return -EINVAL;
 	if (seq > w->top) {
-		d = seq - w->top;
-		w->seen = d >= 64 ? 1 : (w->seen << d) | 1;
+		replay_slide(w, seq - w->top);
+		w->seen[0] |= 1;
 		w->top = seq;
 		return 0;
 	}
 	d = w->top - seq;
-	if (d >= 64)
+	if (d >= R2CC_CTRL_REPLAY_WINDOW)
 		return -ESTALE;
-	if (w->seen & (1ULL << d))
+	word = replay_word(w, d, &bit);
+	if (*word & bit)
 		return -EALREADY;
-	w->seen |= 1ULL << d;
+	*word |= bit;
 	return 0;
 }
 

@@ -346,9 +346,14 @@ int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
 int r2cc_ctrl_frame_len(const uint8_t *buf, size_t len);
 
 /* Seen seqs of one sender: top and the 63 below it (bit i: top - i) */
+/* Seqs a window remembers below its top: a sender's frames to one
+ * receiver may come over several connections (its channels, a lookup's
+ * answer), each in order, interleaved by as many frames as it sent to
+ * anyone meanwhile. */
+#define R2CC_CTRL_REPLAY_WINDOW 1024
 struct r2cc_ctrl_replay {
 	uint64_t top; /* highest accepted seq; 0: none yet */
-	uint64_t seen;
+	uint64_t seen[R2CC_CTRL_REPLAY_WINDOW / 64]; /* bit top - d: seen */
 };
 /**
  * r2cc_ctrl_replay_accept() - take @seq of an authenticated frame once
@@ -356,7 +361,8 @@ struct r2cc_ctrl_replay {
  * @seq: hdr.seq (>= 1)
  * Keep one window per sender id; a sender restarts its seqs at 1 only
  * under a new sender id. A seq above top moves the window (any distance:
- * only a keyed sender can make one); 64 seqs are remembered.
+ * only a keyed sender can make one); R2CC_CTRL_REPLAY_WINDOW seqs are
+ * remembered.
  * Return: 0 (recorded), -EALREADY (seen), -ESTALE (older than the window)
  * or -EINVAL (seq 0).
  */

@@ -619,6 +619,7 @@ struct replay_case {
 };
 
 #define TOP UINT64_MAX
+#define W R2CC_CTRL_REPLAY_WINDOW
 
 ParameterizedTestParameters(ctrl_msg, replay)
 {
@@ -638,39 +639,51 @@ ParameterizedTestParameters(ctrl_msg, replay)
 		    { 2, 0 },
 		    { 5, -EALREADY } } },
 		{ "old",
-		  { { 100, 0 },
-		    { 37, 0 },
-		    { 36, -ESTALE },
-		    { 1, -ESTALE },
-		    { 37, -EALREADY },
+		  { { W + 100, 0 },
 		    { 101, 0 },
-		    { 37, -ESTALE },
-		    { 38, 0 } } },
+		    { 100, -ESTALE },
+		    { 1, -ESTALE },
+		    { 101, -EALREADY },
+		    { W + 101, 0 },
+		    { 101, -ESTALE },
+		    { 102, 0 } } },
 		{ "far future",
 		  { { 1, 0 },
 		    { 1000000, 0 },
 		    { 2, -ESTALE },
-		    { 999937, 0 },
-		    { 999936, -ESTALE },
+		    { 1000000 - W + 1, 0 },
+		    { 1000000 - W, -ESTALE },
 		    { 1000000, -EALREADY },
 		    { 1000001, 0 } } },
-		{ "slide by 63, 64",
+		/* a slide by less than a word, by words and bits, by all */
+		{ "slide by 1, 63, 64, 65",
 		  { { 10, 0 },
-		    { 73, 0 },
-		    { 10, -EALREADY },
-		    { 137, 0 },
-		    { 73, -ESTALE },
+		    { 11, 0 },
 		    { 74, 0 },
-		    { 74, -EALREADY } } },
+		    { 10, -EALREADY },
+		    { 138, 0 },
+		    { 11, -EALREADY },
+		    { 203, 0 },
+		    { 74, -EALREADY },
+		    { 12, 0 },
+		    { 12, -EALREADY } } },
+		{ "slide by W - 1, W",
+		  { { 10, 0 },
+		    { W + 9, 0 },
+		    { 10, -EALREADY },
+		    { 2 * W + 9, 0 },
+		    { W + 9, -ESTALE },
+		    { W + 10, 0 },
+		    { W + 10, -EALREADY } } },
 		{ "first is huge",
 		  { { TOP - 1, 0 }, { 5, -ESTALE }, { TOP - 2, 0 } } },
 		/* seqs are 64-bit and never wrap: UINT64_MAX is the last */
 		{ "wrap",
-		  { { TOP - 64, 0 },
+		  { { TOP - W, 0 },
 		    { TOP, 0 },
 		    { TOP, -EALREADY },
-		    { TOP - 63, 0 },
-		    { TOP - 64, -ESTALE },
+		    { TOP - W + 1, 0 },
+		    { TOP - W, -ESTALE },
 		    { 0, -EINVAL },
 		    { 1, -ESTALE } } },
 		{ "seq 0", { { 0, -EINVAL }, { 1, 0 }, { 0, -EINVAL } } },
@@ -695,13 +708,26 @@ Test(ctrl_msg, replay_every_seq_once, .timeout = 5)
 {
 	struct r2cc_ctrl_replay w = { 0 };
 
-	/* in 64-blocks, each block in reverse: all accepted, then none */
-	for (uint64_t b = 0; b < 16; b++)
-		for (uint64_t s = 64; s >= 1; s--)
-			cr_assert_eq(r2cc_ctrl_replay_accept(&w, b * 64 + s),
-				     0);
-	for (uint64_t s = 1; s <= 16 * 64; s++)
-		cr_assert_lt(r2cc_ctrl_replay_accept(&w, s), 0);
+	/* in blocks of 100 (not a word's multiple), each in reverse: all
+	 * accepted, then none; the window then slides one at a time */
+	for (uint64_t b = 0; b < W / 100; b++)
+		for (uint64_t s = 100; s >= 1; s--)
+			cr_assert_eq(r2cc_ctrl_replay_accept(&w, b * 100 + s),
+				     0, "seq %llu",
+				     (unsigned long long)(b * 100 + s));
+	for (uint64_t s = 1; s <= W / 100 * 100; s++)
+		cr_assert_eq(r2cc_ctrl_replay_accept(&w, s), -EALREADY,
+			     "seq %llu", (unsigned long long)s);
+	for (uint64_t s = W / 100 * 100 + 1; s <= 3 * W; s++) {
+		cr_assert_eq(r2cc_ctrl_replay_accept(&w, s), 0);
+		if (s <= W)
+			continue;
+		cr_assert_eq(r2cc_ctrl_replay_accept(&w, s - W + 1), -EALREADY,
+			     "seq %llu, top %llu",
+			     (unsigned long long)(s - W + 1),
+			     (unsigned long long)s);
+		cr_assert_eq(r2cc_ctrl_replay_accept(&w, s - W), -ESTALE);
+	}
 }
 
 Test(ctrl_msg, count, .timeout = 5)
