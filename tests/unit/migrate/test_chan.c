@@ -228,6 +228,80 @@ Test(chan, unanswered_lookup_is_asked_again_on_a_fresh_connection,
 	r2cc_chan_stop();
 }
 
+/* A rendezvous on 127.0.0.2 that answers the first LOOKUP it takes with a
+ * reply of its own sender id naming itself the owner, its seq @skew off
+ * the LOOKUP's. */
+struct liar {
+	int lfd, cfd, skew;
+	uint64_t asked;
+};
+
+static int get_frame(int fd, const struct r2cc_ctrl_key *key,
+		     struct r2cc_ctrl_msg *m);
+
+static void *lying_rendezvous(void *arg)
+{
+	struct liar *l = arg;
+	struct pollfd p = { .fd = l->lfd, .events = POLLIN };
+	struct r2cc_ctrl_key key = job_key();
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_msg m, rep;
+	int len;
+
+	if (poll(&p, 1, 10000) == 1)
+		l->cfd = accept(l->lfd, NULL, NULL);
+	close(l->lfd);
+	if (l->cfd < 0 || get_frame(l->cfd, &key, &m) ||
+	    m.hdr.type != R2CC_CTRL_LOOKUP)
+		return NULL;
+	l->asked = m.hdr.seq;
+	memset(&rep, 0, sizeof(rep));
+	rep.hdr.type = R2CC_CTRL_LOOKUP_REPLY;
+	rep.hdr.sender = 0x11a7000000000001ULL;
+	rep.hdr.receiver = m.hdr.sender;
+	rep.hdr.seq = m.hdr.seq + (uint64_t)l->skew;
+	rep.lookup_reply.what = m.lookup;
+	rep.lookup_reply.found = 1;
+	rep.lookup_reply.owner = rep.hdr.sender;
+	len = r2cc_ctrl_encode(&key, &rep, buf, sizeof(buf));
+	if (len > 0 && write(l->cfd, buf, (size_t)len) != len)
+		return NULL;
+	return NULL;
+}
+
+/* A lookup's answer must carry the LOOKUP's own seq (new for each): one
+ * with any other, however new for its sender, is dropped and the lookup
+ * asked again (the node's own rendezvous answers then). */
+Test(chan, lookup_answer_with_another_seq_is_dropped, .timeout = 30)
+{
+	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(port()) };
+	struct liar l = { .cfd = -1, .skew = 1 };
+	int one = 1;
+	pthread_t t;
+
+	start();
+	memcpy(&sin.sin_addr, "\x7f\0\0\x02", 4);
+	l.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(l.lfd, 0);
+	setsockopt(l.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(l.lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	cr_assert_eq(bind(l.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(listen(l.lfd, 4), 0);
+	cr_assert_eq(pthread_create(&t, NULL, lying_rendezvous, &l), 0);
+	memcpy(q.gid + 12, "\x7f\0\0\x02", 4);
+	cr_assert_eq(r2cc_chan_resolve(&q, 44), 0);
+	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
+	pthread_join(t, NULL);
+	cr_assert_neq(l.asked, 0, "the first LOOKUP went to the liar");
+	cr_assert_eq(got_cookie, 44);
+	cr_assert_eq(got_peer, r2cc_chan_self(),
+		     "the liar's answer (seq %+d) was taken", l.skew);
+	close(l.cfd);
+	r2cc_chan_stop();
+}
+
 static int watched;
 static void *watched_arg;
 
