@@ -111,14 +111,18 @@ static int build_op(struct gen *g, struct gen_qp *q, const struct gen_op *op,
 	return 2;
 }
 
-/* Credits and send-queue room allow this operation now. */
-static int can_post(const struct gen_qp *q, const struct gen_op *op)
+/* Credits, send-queue room and --window allow this operation now. */
+static int can_post(const struct gen *g, const struct gen_qp *q,
+		    const struct gen_op *op)
 {
 	uint32_t need = op->kind == GEN_K_WRITE ? 2 : 1;
 
-	if (gen_sq_room(&q->sq) < need)
+	if (gen_sq_room(&q->sq) < need ||
+	    q->sq.posted - q->sq.retired + need > (uint64_t)g->o.window)
 		return 0;
-	return op->kind == GEN_K_READ || q->tposted - q->tacked < GEN_CREDITS;
+	return op->kind == GEN_K_READ ||
+	       (q->tposted - q->tacked < GEN_CREDITS &&
+		q->tposted - q->tacked < (uint32_t)g->o.window);
 }
 
 /* As many operations as allowed, in one ibv_post_send(). */
@@ -131,7 +135,7 @@ static int post_batch(struct gen *g, struct gen_qp *q)
 
 	while (n + 2 <= GEN_BATCH && !g->stop) {
 		gen_pick(q->seed, q->wire, q->nop, &g->lim, &op);
-		if (!can_post(q, &op))
+		if (!can_post(g, q, &op))
 			break;
 		n += build_op(g, q, &op, wr + n, sge + n);
 		q->nop++;

@@ -50,6 +50,7 @@ struct gen_opts {
 	int port;
 	int qps; /* per peer */
 	int peers; /* client: servers at ports port..; server: clients */
+	int window; /* client: send WRs and messages in flight per QP */
 	int retry_cnt;
 	int timeout; /* RC local ACK timeout exponent */
 	uint32_t max_inline;

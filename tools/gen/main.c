@@ -36,6 +36,8 @@ static const char usage_text[] =
 	"                         PORT+1, ... of SERVER; server: that many\n"
 	"                         clients on PORT (default 1). All QPs share\n"
 	"                         one CQ; at most 32766 QPs in all\n"
+	"      --window N         client: send WRs (and messages) in flight\n"
+	"                         per QP, 2..32 (default 32; messages: 16)\n"
 	"  -t, --time SECONDS     run time (default 10 unless -n is given)\n"
 	"  -n, --ops N            stop after N operations (all QPs)\n"
 	"  -i, --interval SECONDS progress line every SECONDS (default: none)\n"
@@ -196,6 +198,7 @@ enum {
 	OPT_PAUSE_AT,
 	OPT_PAUSE_FOR,
 	OPT_PEERS,
+	OPT_WINDOW,
 	OPT_SRQ,
 	OPT_UD,
 	OPT_CQ_EX
@@ -224,6 +227,7 @@ static const struct numopt {
 	{ OPT_PAUSE_AT, 0, 1e6, 'd', offsetof(struct gen_opts, pause_at) },
 	{ OPT_PAUSE_FOR, 0, 1e6, 'd', offsetof(struct gen_opts, pause_for) },
 	{ OPT_PEERS, 1, GEN_MAX_PEERS, 'i', offsetof(struct gen_opts, peers) },
+	{ OPT_WINDOW, 2, GEN_SQ_DEPTH, 'i', offsetof(struct gen_opts, window) },
 };
 
 /* In numopts order after "device", so that an index names the option. */
@@ -245,6 +249,7 @@ static const struct option longopts[] = {
 	{ "pause-at", required_argument, NULL, OPT_PAUSE_AT },
 	{ "pause-for", required_argument, NULL, OPT_PAUSE_FOR },
 	{ "peers", required_argument, NULL, OPT_PEERS },
+	{ "window", required_argument, NULL, OPT_WINDOW },
 	{ "srq", no_argument, NULL, OPT_SRQ },
 	{ "ud", no_argument, NULL, OPT_UD },
 	{ "cq-ex", no_argument, NULL, OPT_CQ_EX },
@@ -419,6 +424,7 @@ int main(int argc, char **argv)
 	g.o = (struct gen_opts){ .port = 18600,
 				 .qps = 4,
 				 .peers = 1,
+				 .window = GEN_SQ_DEPTH,
 				 .retry_cnt = 7,
 				 .timeout = 14,
 				 .max_inline = 128,
