@@ -26,6 +26,9 @@
 #define MIG_CHAN_RES_MAX 65536
 #define MIG_CHAN_CONNS_MAX 65536
 #define MIG_CHAN_RES_WAIT_MS 30000
+/* Lookups (a connection each) under way at once, at most; the rest wait
+ * their turn, so that peers' calls always find a connection to spare */
+#define MIG_CHAN_LOOKUPS 64
 
 struct r2cc_chan_hooks {
 	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */

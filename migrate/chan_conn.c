@@ -73,6 +73,7 @@ static int conn_new(int fd, enum conn_role role, int res)
 			return -ENOMEM;
 		c->role = role;
 		cs.nopen++;
+		cs.nlookup += role == C_LOOKUP;
 		c->fd = fd;
 		c->gen++;
 		c->connecting = false;
@@ -169,6 +170,7 @@ void chan_conn_close(int i)
 	} else if (c->res >= 0 && c->role != C_OPEN) {
 		chan_res_end(c->res, 0);
 	}
+	cs.nlookup -= c->role == C_LOOKUP;
 	c->role = C_FREE;
 	cs.nopen--;
 	c->fd = -1;

@@ -96,6 +96,7 @@ struct chan_state {
 	 * their indices stay valid. conn_max: the connections' budget. */
 	struct conn **conns;
 	int nconn, conn_max, nopen; /* nopen: not C_FREE */
+	int nlookup; /* of them C_LOOKUP */
 	struct res **res;
 	int nres;
 	/* Every peer process heard from (its replay window outlives its

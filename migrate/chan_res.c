@@ -47,6 +47,15 @@ void chan_res_next_addr(int r)
 	chan_res_end(r, 0);
 }
 
+/* Lookups under way at most: half the connections' budget, at most
+ * MIG_CHAN_LOOKUPS, at least one. */
+static int chan_lookups_max(void)
+{
+	int n = cs.conn_max / 2;
+
+	return n < 1 ? 1 : n > MIG_CHAN_LOOKUPS ? MIG_CHAN_LOOKUPS : n;
+}
+
 void chan_res_start(int r)
 {
 	struct res *x = cs.res[r];
@@ -64,9 +73,12 @@ void chan_res_start(int r)
 		return;
 	}
 	memcpy(a.addr, x->q.gid + 12, 4);
-	/* No connection to spare: no dial, it waits (bounded) */
-	ret = cs.nopen < cs.conn_max ? chan_conn_dial(&a, C_LOOKUP, r) :
-				       -EMFILE;
+	/* No connection to spare: no dial, it waits (bounded). Lookups take
+	 * half the budget at most (and MIG_CHAN_LOOKUPS): a process binding
+	 * hundreds of QPs at once must leave room for its peers' calls. */
+	ret = cs.nopen < cs.conn_max && cs.nlookup < chan_lookups_max() ?
+		      chan_conn_dial(&a, C_LOOKUP, r) :
+		      -EMFILE;
 	if ((ret == -EMFILE || ret == -ENFILE) &&
 	    chan_now_ns() - x->since_ns < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
 		x->started = false;

@@ -605,6 +605,72 @@ Test(chan, hundreds_of_peers_each_reachable, .timeout = 60)
 	r2cc_chan_stop();
 }
 
+/* Takes every connection to 127.0.0.2's rendezvous port for 1.5 s and
+ * answers none: counts them. */
+struct sink {
+	int lfd, n, fd[64];
+};
+
+static void *sink_rendezvous(void *arg)
+{
+	struct sink *k = arg;
+	struct pollfd p = { .fd = k->lfd, .events = POLLIN };
+	double end = 0;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	end = (double)ts.tv_sec + ts.tv_nsec / 1e9 + 1.5;
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((double)ts.tv_sec + ts.tv_nsec / 1e9 >= end)
+			break;
+		if (poll(&p, 1, 50) == 1 && k->n < 64)
+			k->fd[k->n++] = accept(k->lfd, NULL, NULL);
+	}
+	return NULL;
+}
+
+/* Lookups take half the connections' budget at most: a process that
+ * binds hundreds of QPs at once still takes its peers' calls (the rest
+ * of its lookups wait their turn). */
+Test(chan, lookups_leave_room_for_peers_calls, .timeout = 30)
+{
+	struct r2cc_ctrl_key key = job_key();
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(port()) };
+	struct sink k = { .n = 0 };
+	int one = 1, i, fd;
+	pthread_t t;
+
+	nofile(128); /* a budget of 32 connections, 16 lookups */
+	start();
+	memcpy(&sin.sin_addr, "\x7f\0\0\x02", 4);
+	k.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(k.lfd, 0);
+	setsockopt(k.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(k.lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	cr_assert_eq(bind(k.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(listen(k.lfd, 64), 0);
+	cr_assert_eq(pthread_create(&t, NULL, sink_rendezvous, &k), 0);
+	for (i = 0; i < 40; i++) {
+		struct r2cc_ctrl_qp_ref q = loopback_ref(100 + (uint32_t)i);
+
+		memcpy(q.gid + 12, "\x7f\0\0\x02", 4);
+		cr_assert_eq(r2cc_chan_resolve(&q, 500 + (uint64_t)i), 0);
+	}
+	usleep(500 * 1000);
+	/* a peer calls while 40 lookups wait or hang: it is answered */
+	fd = fake_peer(&key, 0x5eed0000cafeULL, 1);
+	pthread_join(t, NULL);
+	cr_assert_gt(k.n, 0, "no lookup dialled");
+	cr_assert_leq(k.n, 16, "%d lookups at once", k.n);
+	close(fd);
+	for (i = 0; i < k.n; i++)
+		close(k.fd[i]);
+	close(k.lfd);
+	r2cc_chan_stop();
+}
+
 /* Connections past the budget (a quarter of RLIMIT_NOFILE) are refused
  * and counted, not taken from the program's descriptors. */
 Test(chan, connections_past_the_budget_are_refused_and_counted, .timeout = 30)
