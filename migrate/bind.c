@@ -175,8 +175,20 @@ static void node_seen(const uint8_t gid[16], bool r2cc)
 	pthread_cond_broadcast(&ps.peer_cv);
 }
 
+/* Ask the control plane who owns @mq's peer QP (mq lock held): 0, or
+ * the channel's error. */
+static int resolve(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_ctrl_qp_ref ref = { .qpn = mq->dest_qpn };
+
+	memcpy(ref.gid, mq->dest_gid, 16);
+	mq->resolves++;
+	return r2cc_chan_resolve(&ref, mq->cookie);
+}
+
 void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 {
+	const struct node_seen *n;
 	struct r2cc_mig_qp *mq;
 
 	pthread_mutex_lock(&ps.lock);
@@ -188,6 +200,12 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 	pthread_mutex_lock(&mq->lock);
 	if (mq->state != R2CC_PROT_BINDING)
 		goto out;
+	if (!peer && (n = node_find(mq->dest_gid)) && n->r2cc &&
+	    mq->resolves < MIG_RESOLVES && !resolve(mq)) {
+		r2cc_dbg("QP %#x: its peer not found, asked again (%u)",
+			 mq->qpn, mq->resolves);
+		goto out;
+	}
 	node_seen(mq->dest_gid, peer != 0);
 	if (!peer) {
 		r2cc_mig_unprotected(mq,
@@ -342,7 +360,6 @@ static bool take_early(struct r2cc_mig_qp *mq)
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 {
 	struct r2cc_mig_desc pinned, *d = NULL;
-	struct r2cc_ctrl_qp_ref ref;
 	int ret;
 
 	if (!mq)
@@ -413,9 +430,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	if (take_early(mq))
 		goto out;
-	ref.qpn = mq->dest_qpn;
-	memcpy(ref.gid, mq->dest_gid, 16);
-	if (r2cc_chan_resolve(&ref, mq->cookie))
+	if (resolve(mq))
 		r2cc_mig_unprotected(mq, "the control channel is down");
 out:
 	pthread_mutex_unlock(&mq->lock);

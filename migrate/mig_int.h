@@ -35,6 +35,10 @@
 #define R2CC_PSN_NONE UINT32_MAX
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
 #define MAX_NODES 256 /* peer nodes whose r2cc is remembered */
+/* A resolve of a QP's peer that fails on a node where r2cc answered for
+ * other QPs is asked again, up to this many times in all: under load a
+ * step can miss its bound (MIG_CHAN_STEP_MS) once */
+#define MIG_RESOLVES 3
 
 /* A standby's CQ listed on a program CQ, and its QP. */
 struct r2cc_mig_cqent {
@@ -149,6 +153,7 @@ struct r2cc_mig_qp {
 	bool rts; /* the program's QP reached RTS (attr has its fields) */
 	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
+	uint8_t resolves; /* its peer's owner asked for, so far */
 	bool bind_sent, bind_got;
 	struct r2cc_ctrl_qp_bind peer_bind; /* the peer's QP_BIND */
 	struct r2cc_status_qp *slot;
