@@ -200,7 +200,7 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 	pthread_mutex_lock(&mq->lock);
 	if (mq->state != R2CC_PROT_BINDING)
 		goto out;
-	if (!peer && (n = node_find(mq->dest_gid)) && n->r2cc &&
+	if (!peer && (!(n = node_find(mq->dest_gid)) || n->r2cc) &&
 	    mq->resolves < MIG_RESOLVES && !resolve(mq)) {
 		r2cc_dbg("QP %#x: its peer not found, asked again (%u)",
 			 mq->qpn, mq->resolves);

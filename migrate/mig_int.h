@@ -35,9 +35,10 @@
 #define R2CC_PSN_NONE UINT32_MAX
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
 #define MAX_NODES 256 /* peer nodes whose r2cc is remembered */
-/* A resolve of a QP's peer that fails on a node where r2cc answered for
- * other QPs is asked again, up to this many times in all: under load a
- * step can miss its bound (MIG_CHAN_STEP_MS) once */
+/* A resolve of a QP's peer that fails is asked again, up to this many
+ * times in all, unless its node is known to run no r2cc (another QP's
+ * resolves all failed): under load a step can miss its bound
+ * (MIG_CHAN_STEP_MS) */
 #define MIG_RESOLVES 3
 
 /* A standby's CQ listed on a program CQ, and its QP. */
