@@ -72,12 +72,23 @@ static void lookup(const struct r2cc_ctrl_qp_ref *q,
 	int n;
 
 	r->found = 0;
-	if (ps.env.dev_of_gid(q->gid, dev, sizeof(dev)) ||
-	    r2cc_status_find_qp(dev, q->qpn, &r->owner, &port, &r->pid))
+	if (ps.env.dev_of_gid(q->gid, dev, sizeof(dev))) {
+		r2cc_dbg("lookup of QP %#x: no device here has its GID",
+			 q->qpn);
 		return;
+	}
+	n = r2cc_status_find_qp(dev, q->qpn, &r->owner, &port, &r->pid);
+	if (n) {
+		r2cc_dbg("lookup of QP %#x on %s: no live owner (%s)", q->qpn,
+			 dev, strerror(-n));
+		return;
+	}
 	n = r2cc_chan_addrs(r->addr, R2CC_CTRL_MAX_ADDRS, port);
-	if (n <= 0)
+	if (n <= 0) {
+		r2cc_dbg("lookup of QP %#x: no address to give (%s)", q->qpn,
+			 strerror(n ? -n : ENOENT));
 		return;
+	}
 	r->naddr = (uint8_t)n;
 	r->found = 1;
 }
