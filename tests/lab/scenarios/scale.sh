@@ -53,8 +53,8 @@ stats_sum() {
 # until_sum NAME EXPR WANT SECS: poll stats_sum until EXPR reaches WANT
 # (at most SECS s). True when it did.
 until_sum() {
-	local i
-	for i in $(seq $(($4 * 2))); do
+	local end=$(($(date +%s) + $4))
+	while [ "$(date +%s)" -lt $end ]; do
 		[ "$(stats_sum "$1" "$2")" -ge "$3" ] && return 0
 		sleep 0.5
 	done
@@ -142,7 +142,7 @@ scale_run() {
 	t0=$(date +%s)
 	# protected: ready, or already on its standby (a QP rxe left without
 	# an ACK under the emulation's load, which r2cc moved)
-	if until_sum "$name.protected" "$prot" $want 400; then
+	if until_sum "$name.protected" "$prot" $want 240; then
 		log "$name: $want QPs protected after $(($(date +%s) - t0)) s"
 	else
 		log "$name: only $(stats_sum "$name.protected" "$prot") of $want protected"
@@ -151,7 +151,7 @@ scale_run() {
 	m0=$(stats_sum "$name.protected" .qps_migrated)
 	metric "$name.$NODE.moved_before_fault" "$m0"
 	stats_sum "$name.before" .ctrl_frames_out > "$LAB/$NODE.$name.frames0"
-	barrier "$name.protected" 420
+	barrier "$name.protected" 300
 	if [ "$NODE" = b ]; then
 		sleep 2
 		fault_now "$name" fault_carrier 0 down
@@ -166,7 +166,8 @@ scale_run() {
 	barrier "$name.moved" 320
 	[ "$NODE" = b ] && fault_carrier 0 up
 	# the fault's moves undone: each QP it moved is back on rail 0
-	for i in $(seq 600); do
+	i=$(($(date +%s) + 300))
+	while [ "$(date +%s)" -lt $i ]; do
 		back=$(cat "$LAB/$NODE.$name".*.log | grep -c 'moved back to rail 0')
 		[ "$back" -ge $((m1 - m0)) ] &&
 			[ "$(stats_sum "$name.back" "$prot")" -ge $want ] && break
