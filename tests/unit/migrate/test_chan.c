@@ -179,6 +179,24 @@ Test(chan, unreachable_rendezvous_is_bounded)
 
 /* A listener that takes one connection and never answers it, then goes
  * away: a process stuck exiting, still in the rendezvous port's group. */
+/* A listener on 127.0.0.2's rendezvous port: bound to that address, it
+ * takes its connections before the channel's own (wildcard) rendezvous
+ * listener. */
+static int other_rendezvous(int backlog)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(port()) };
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	memcpy(&sin.sin_addr, "\x7f\0\0\x02", 4);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(listen(fd, backlog), 0);
+	return fd;
+}
+
 struct mute {
 	int lfd, cfd;
 };
@@ -198,22 +216,11 @@ Test(chan, unanswered_lookup_is_asked_again_on_a_fresh_connection,
      .timeout = 30)
 {
 	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_port = htons(port()) };
 	struct mute m = { .cfd = -1 };
-	int one = 1;
 	pthread_t t;
 
 	start();
-	/* Bound to 127.0.0.2 itself, it takes that address's connections
-	 * before the channel's own (wildcard) rendezvous listener. */
-	memcpy(&sin.sin_addr, "\x7f\0\0\x02", 4);
-	m.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	cr_assert_geq(m.lfd, 0);
-	setsockopt(m.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(m.lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	cr_assert_eq(bind(m.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	cr_assert_eq(listen(m.lfd, 4), 0);
+	m.lfd = other_rendezvous(4);
 	cr_assert_eq(pthread_create(&t, NULL, mute_rendezvous, &m), 0);
 	memcpy(q.gid + 12, "\x7f\0\0\x02", 4);
 	cr_assert_eq(r2cc_chan_resolve(&q, 43), 0);
@@ -275,20 +282,11 @@ static void *lying_rendezvous(void *arg)
 Test(chan, lookup_answer_with_another_seq_is_dropped, .timeout = 30)
 {
 	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_port = htons(port()) };
 	struct liar l = { .cfd = -1, .skew = 1 };
-	int one = 1;
 	pthread_t t;
 
 	start();
-	memcpy(&sin.sin_addr, "\x7f\0\0\x02", 4);
-	l.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	cr_assert_geq(l.lfd, 0);
-	setsockopt(l.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(l.lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	cr_assert_eq(bind(l.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	cr_assert_eq(listen(l.lfd, 4), 0);
+	l.lfd = other_rendezvous(4);
 	cr_assert_eq(pthread_create(&t, NULL, lying_rendezvous, &l), 0);
 	memcpy(q.gid + 12, "\x7f\0\0\x02", 4);
 	cr_assert_eq(r2cc_chan_resolve(&q, 44), 0);
@@ -636,21 +634,13 @@ static void *sink_rendezvous(void *arg)
 Test(chan, lookups_leave_room_for_peers_calls, .timeout = 30)
 {
 	struct r2cc_ctrl_key key = job_key();
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_port = htons(port()) };
 	struct sink k = { .n = 0 };
-	int one = 1, i, fd;
+	int i, fd;
 	pthread_t t;
 
 	nofile(128); /* a budget of 32 connections, 16 lookups */
 	start();
-	memcpy(&sin.sin_addr, "\x7f\0\0\x02", 4);
-	k.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	cr_assert_geq(k.lfd, 0);
-	setsockopt(k.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(k.lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	cr_assert_eq(bind(k.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	cr_assert_eq(listen(k.lfd, 64), 0);
+	k.lfd = other_rendezvous(64);
 	cr_assert_eq(pthread_create(&t, NULL, sink_rendezvous, &k), 0);
 	for (i = 0; i < 40; i++) {
 		struct r2cc_ctrl_qp_ref q = loopback_ref(100 + (uint32_t)i);
