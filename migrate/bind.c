@@ -63,8 +63,13 @@ int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
 		ret = r2cc_chan_send(mq->peer, m);
 	}
 	free(m);
-	if (!ret)
+	if (!ret) {
 		mq->bind_sent = true;
+		mq->bind_ns = r2cc_mig_now_ns();
+		if (mq->state == R2CC_PROT_BINDING && mq->binds < UINT8_MAX)
+			mq->binds++;
+		atomic_store(&ps.bind_watch, true);
+	}
 	return ret;
 }
 
@@ -112,6 +117,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 		return; /* its backup comes with its next QP_BIND */
 	if (!mq->bqp) {
 		mq->lazy = true;
+		mq->binds = 0;
 		r2cc_mig_set_state(mq, R2CC_PROT_READY);
 		r2cc_mig_rebind_check(mq);
 		r2cc_info("QP %#x protected (lazy): its backup and the "
@@ -129,6 +135,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 		r2cc_mig_stop_logging(mq);
 		return;
 	}
+	mq->binds = 0;
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
 	r2cc_mig_rebind_check(mq);
 	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x",
@@ -300,6 +307,22 @@ static bool bound_again(struct r2cc_mig_qp *mq, uint64_t peer,
 	return true;
 }
 
+/* A bound QP hears again the peer's bind it was bound with: the peer
+ * never got ours (lost with a connection) and sent its own again. Ours
+ * goes again, nothing else changes. */
+static void answer_again(struct r2cc_mig_qp *mq, uint64_t peer,
+			 const struct r2cc_ctrl_qp_bind *b)
+{
+	if (mq->state != R2CC_PROT_READY || peer != mq->peer || !mq->bind_got ||
+	    (b->flags & R2CC_CTRL_BIND_AGAIN) ||
+	    b->backup.qpn != mq->peer_bind.backup.qpn ||
+	    b->rail != mq->peer_bind.rail)
+		return;
+	r2cc_dbg("QP %#x: the peer sent its bind again: ours goes again",
+		 mq->qpn);
+	r2cc_mig_send_bind(mq, false);
+}
+
 /* The peer's QP_BIND for @mq (ps.lock and mq lock held). */
 static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		    const struct r2cc_ctrl_qp_bind *b)
@@ -307,8 +330,10 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 	bool ok, adopt = false;
 
 	if (mq->state != R2CC_PROT_BINDING &&
-	    !(adopt = bound_again(mq, peer, b)))
+	    !(adopt = bound_again(mq, peer, b))) {
+		answer_again(mq, peer, b);
 		return;
+	}
 	if (b->mtu < IBV_MTU_256 || b->mtu > IBV_MTU_4096) {
 		r2cc_mig_unprotected(mq, "the peer's backup MTU is invalid");
 		return;
@@ -522,4 +547,45 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 out:
 	pthread_mutex_unlock(&mq->lock);
 	return ret;
+}
+
+/* How long a bind sent @n times waits for its answer */
+static uint64_t bind_wait_ms(unsigned int n)
+{
+	uint64_t ms = MIG_BIND_AGAIN_MS;
+
+	while (n-- > 1 && ms < MIG_BIND_AGAIN_MAX_MS)
+		ms *= 2;
+	return ms < MIG_BIND_AGAIN_MAX_MS ? ms : MIG_BIND_AGAIN_MAX_MS;
+}
+
+void r2cc_mig_bind_tick(void)
+{
+	uint64_t now = r2cc_mig_now_ns();
+	struct r2cc_mig_qp *mq;
+	bool out = false;
+
+	if (!atomic_load(&ps.bind_watch) ||
+	    !r2cc_mig_past(ps.bind_walk_ns, now, 1000))
+		return;
+	ps.bind_walk_ns = now;
+	pthread_mutex_lock(&ps.lock);
+	for (mq = ps.qps; mq; mq = mq->next) {
+		pthread_mutex_lock(&mq->lock);
+		if (mq->state == R2CC_PROT_BINDING && mq->bind_sent) {
+			out = true;
+			if (r2cc_mig_past(mq->bind_ns, now,
+					  bind_wait_ms(mq->binds))) {
+				r2cc_dbg("QP %#x: its bind unanswered: sent "
+					 "again (%u)",
+					 mq->qpn, mq->binds + 1U);
+				mq->bind_sent = false;
+				bind_or_give_up(mq);
+			}
+		}
+		pthread_mutex_unlock(&mq->lock);
+	}
+	if (!out)
+		atomic_store(&ps.bind_watch, false);
+	pthread_mutex_unlock(&ps.lock);
 }

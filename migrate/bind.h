@@ -18,6 +18,14 @@ void r2cc_mig_got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m);
 /* MR_KEYS and QP_BIND to the peer, our half of the binding (mq lock
  * held); @again: our standby moved (R2CC_CTRL_BIND_AGAIN). 0 or -errno. */
 int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again);
+/* A binding QP whose QP_BIND got no answer sends it again after
+ * MIG_BIND_AGAIN_MS, then after twice that, up to a minute: a frame lost
+ * with a connection must not leave an end unbound (the peer answers a
+ * repeated bind it is bound with by its own), and a peer that reaches RTR
+ * late still finds one. The tick drives it; no walk while none is out. */
+#define MIG_BIND_AGAIN_MS 5000
+#define MIG_BIND_AGAIN_MAX_MS 60000
+void r2cc_mig_bind_tick(void);
 /* No standby for @mq after all (mq lock held), said once per process
  * (then at debug level): passthrough from now on. */
 void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, const char *why);

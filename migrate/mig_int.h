@@ -155,6 +155,8 @@ struct r2cc_mig_qp {
 	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
 	uint8_t resolves; /* its peer's owner asked for, so far */
+	uint8_t binds; /* our QP_BIND sent while binding, so far */
+	uint64_t bind_ns; /* when it last went (unanswered: it goes again) */
 	bool bind_sent, bind_got;
 	struct r2cc_ctrl_qp_bind peer_bind; /* the peer's QP_BIND */
 	struct r2cc_status_qp *slot;
@@ -258,6 +260,10 @@ struct r2cc_mig_state {
 	_Atomic bool rebind;
 	/* QPs fenced, their move neither done nor given up */
 	_Atomic unsigned int waiting;
+	/* A QP_BIND went out: the tick looks for unanswered ones (at most
+	 * once a second) until no QP is binding with its bind out */
+	_Atomic bool bind_watch;
+	uint64_t bind_walk_ns;
 	_Atomic unsigned long refused; /* illegal life events (life.c) */
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;

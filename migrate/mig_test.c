@@ -11,6 +11,7 @@
 #include "keys.h"
 #include "mig_int.h"
 #include "mig_test.h"
+#include "tick.h"
 #include "module.h"
 #include "move.h"
 #include "objects.h"
@@ -125,6 +126,19 @@ void r2cc_mig_test_binding(struct r2cc_mig_qp *mq, const uint8_t gid[16])
 	mq->peer = 0;
 	mq->bind_sent = true;
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
+	pthread_mutex_unlock(&mq->lock);
+}
+
+void r2cc_mig_test_bind_out(struct r2cc_mig_qp *mq, uint64_t peer,
+			    unsigned int binds, unsigned int ago_ms)
+{
+	pthread_mutex_lock(&mq->lock);
+	mq->peer = peer;
+	mq->bind_sent = true;
+	mq->binds = (uint8_t)binds;
+	mq->bind_ns = r2cc_mig_now_ns() - (uint64_t)ago_ms * 1000000ULL;
+	atomic_store(&ps.bind_watch, true);
+	ps.bind_walk_ns = 0;
 	pthread_mutex_unlock(&mq->lock);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bind.h"
 #include "chan.h"
 #include "early.h"
 #include "failback.h"
@@ -67,6 +68,7 @@ static void tick(void)
 		r2cc_mig_ka_tick();
 	r2cc_mig_rebind_sweep();
 	r2cc_mig_early_sweep();
+	r2cc_mig_bind_tick();
 	/* (urgent moves back are bounded there even without failback) */
 	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "fo_fixture.h"
 
 Test(failover, hides_the_fenced_primary_and_merges_the_backup_in_order,
@@ -720,4 +721,32 @@ Test(failover, a_failed_resolve_is_asked_again_a_few_times, .init = setup_nodes,
 	r2cc_mig_test_resolved(nodemq[2], 0);
 	cr_assert_eq(r2cc_mig_state(nodemq[2]), R2CC_PROT_NONE,
 		     "asked again on a node known to run no r2cc");
+}
+
+/* A binding QP whose QP_BIND got no answer (lost with a connection: a
+ * queued send reports nothing) sends it again after MIG_BIND_AGAIN_MS,
+ * after twice that once it went twice; one that has not waited so long
+ * does not. (No channel to the peer here: a bind sent again fails, and
+ * the QP is left unprotected, which shows that it went.) */
+Test(failover, an_unanswered_bind_is_sent_again, .init = setup_nodes,
+     .fini = teardown_nodes, .timeout = 30)
+{
+	struct r2cc_mig_qp *late = binding_qp(0, gid_a);
+	struct r2cc_mig_qp *young = binding_qp(1, gid_a);
+	struct r2cc_mig_qp *twice = binding_qp(2, gid_a);
+	struct r2cc_mig_qp *twice_late = binding_qp(3, gid_a);
+
+	r2cc_mig_test_bind_out(late, PEER, 1, MIG_BIND_AGAIN_MS + 100);
+	r2cc_mig_test_bind_out(young, PEER, 1, MIG_BIND_AGAIN_MS / 2);
+	r2cc_mig_test_bind_out(twice, PEER, 2, MIG_BIND_AGAIN_MS * 3 / 2);
+	r2cc_mig_test_bind_out(twice_late, PEER, 2,
+			       MIG_BIND_AGAIN_MS * 2 + 100);
+	r2cc_mig_bind_tick();
+	cr_assert_eq(r2cc_mig_state(late), R2CC_PROT_NONE, "not sent again");
+	cr_assert_eq(r2cc_mig_state(young), R2CC_PROT_BINDING,
+		     "sent again too soon");
+	cr_assert_eq(r2cc_mig_state(twice), R2CC_PROT_BINDING,
+		     "sent a third time at 1.5 x");
+	cr_assert_eq(r2cc_mig_state(twice_late), R2CC_PROT_NONE,
+		     "not sent a third time at 2 x");
 }
