@@ -168,7 +168,9 @@ void chan_conn_close(int i)
 		 * (chan_expire() dials it). */
 		cs.res[c->res]->started = false;
 	} else if (c->res >= 0 && c->role != C_OPEN) {
-		chan_res_end(c->res, 0);
+		chan_res_fail(c->res, c->role == C_LOOKUP ?
+					      "its lookup got no answer" :
+					      "the owner did not say HELLO");
 	}
 	cs.nlookup -= c->role == C_LOOKUP;
 	c->role = C_FREE;
@@ -472,7 +474,8 @@ void chan_conn_connected(int i)
 		if (r >= 0 && hello)
 			chan_res_next_addr(r);
 		else if (r >= 0)
-			chan_res_end(r, 0);
+			chan_res_fail(r,
+				      "the rendezvous did not take the call");
 		return;
 	}
 	if (c->role == C_HELLO) {

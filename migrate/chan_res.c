@@ -20,8 +20,9 @@ void chan_res_end(int r, uint64_t peer)
 
 	if (!x->used)
 		return;
-	r2cc_dbg("resolve of QP %#x: %s %016llx", x->q.qpn,
-		 peer ? "owner" : "no owner", (unsigned long long)peer);
+	if (peer)
+		r2cc_dbg("resolve of QP %#x: owner %016llx", x->q.qpn,
+			 (unsigned long long)peer);
 	x->used = false;
 	for (i = 0; i < cs.nconn; i++)
 		if (cs.conns[i]->res == r)
@@ -35,6 +36,14 @@ void chan_res_end(int r, uint64_t peer)
 	pthread_mutex_lock(&cs.lock);
 }
 
+void chan_res_fail(int r, const char *why)
+{
+	if (cs.res[r]->used)
+		r2cc_dbg("resolve of QP %#x: no owner: %s", cs.res[r]->q.qpn,
+			 why);
+	chan_res_end(r, 0);
+}
+
 /* Dial the owner's next address, or give up. */
 void chan_res_next_addr(int r)
 {
@@ -44,7 +53,7 @@ void chan_res_next_addr(int r)
 		if (chan_conn_dial(&x->addr[x->next++], C_HELLO, r) >= 0)
 			return;
 	}
-	chan_res_end(r, 0);
+	chan_res_fail(r, "no address of the owner took the call");
 }
 
 /* Lookups under way at most: half the connections' budget, at most
@@ -69,7 +78,7 @@ void chan_res_start(int r)
 		r2cc_info("QP %#x: peer GID is not IPv4-mapped RoCE: "
 			  "no control channel",
 			  x->q.qpn);
-		chan_res_end(r, 0);
+		chan_res_fail(r, "its GID is not IPv4-mapped");
 		return;
 	}
 	memcpy(a.addr, x->q.gid + 12, 4);
@@ -84,7 +93,9 @@ void chan_res_start(int r)
 		x->started = false;
 		x->tries--;
 	} else if (ret < 0) {
-		chan_res_end(r, 0);
+		chan_res_fail(r, ret == -EMFILE || ret == -ENFILE ?
+					 "no connection to spare in time" :
+					 "the rendezvous could not be dialled");
 	}
 }
 
@@ -177,7 +188,7 @@ void chan_got_reply(int i, const struct r2cc_ctrl_msg *m)
 	c->res = -1;
 	chan_conn_close(i); /* the rendezvous is done with */
 	if (!lr->found || !lr->owner) {
-		chan_res_end(r, 0);
+		chan_res_fail(r, "the node's rendezvous knows no owner");
 		return;
 	}
 	x->owner = lr->owner;
