@@ -87,9 +87,16 @@ static void tick(void)
 
 void r2cc_mig_tick(void)
 {
+	/* One tick at a time: a caller's returns after any tick under way,
+	 * so what it triggered is done (the channel thread's own, and a
+	 * unit test's) */
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&one);
 	r2cc_chan_hold();
 	tick();
 	r2cc_chan_flush();
+	pthread_mutex_unlock(&one);
 }
 
 void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
