@@ -173,6 +173,8 @@ static void *chan_thread(void *arg)
 			pfd[n].fd = cs.conns[i]->fd;
 			pfd[n].events =
 				cs.conns[i]->connecting ? POLLOUT : POLLIN;
+			if (cs.conns[i]->out_len > cs.conns[i]->out_off)
+				pfd[n].events |= POLLOUT;
 			gen[n] = cs.conns[i]->gen;
 			map[n++] = i;
 		}
@@ -203,7 +205,12 @@ static void *chan_thread(void *arg)
 			} else if (cs.conns[map[i]]->connecting) {
 				chan_conn_connected(map[i]);
 			} else {
-				chan_conn_readable(map[i]);
+				if (pfd[i].revents & POLLOUT)
+					chan_conn_writable(map[i]);
+				if (cs.conns[map[i]]->role != C_FREE &&
+				    cs.conns[map[i]]->gen == gen[i] &&
+				    pfd[i].revents & ~POLLOUT)
+					chan_conn_readable(map[i]);
 			}
 		}
 		chan_expire(chan_now_ns());
@@ -632,6 +639,7 @@ void r2cc_chan_stop(void)
 	/* (apart: a close looks at the other connections) */
 	for (i = 0; i < cs.nconn; i++) {
 		free(cs.conns[i]->buf);
+		free(cs.conns[i]->out);
 		free(cs.conns[i]);
 	}
 	free(cs.conns);

@@ -29,6 +29,12 @@
 /* Lookups (a connection each) under way at once, at most; the rest wait
  * their turn, so that peers' calls always find a connection to spare */
 #define MIG_CHAN_LOOKUPS 64
+/* A connection's frames the socket has not taken yet: kept (a burst of
+ * failovers, a peer slow to read) up to MIG_CHAN_OUT_MAX bytes, for as
+ * long as the peer reads some every MIG_CHAN_OUT_STALL_MS; past either
+ * the connection is closed, its peer's messages counted as lost. */
+#define MIG_CHAN_OUT_MAX (8u << 20)
+#define MIG_CHAN_OUT_STALL_MS 10000
 
 struct r2cc_chan_hooks {
 	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */
@@ -88,8 +94,8 @@ int r2cc_chan_resolve(const struct r2cc_ctrl_qp_ref *q, uint64_t cookie);
 /**
  * r2cc_chan_send() - send @m to @peer (header ids and seq are set here)
  * on one of the connections open to @peer; one whose send fails is closed
- * and the next one tried. The channel thread, and messages a BATCH does
- * not carry, block for at most MIG_CHAN_STEP_MS per connection; from any
+ * and the next one tried. Nothing waits on the socket: what it does not
+ * take now is kept for the peer (MIG_CHAN_OUT_MAX); from any
  * other thread a message about a QP is handed to the channel thread
  * (0: the peer has an open connection; a frame that then fails to go is
  * counted, batch_lost). Return: 0, -ENOTCONN (no open connection to

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -176,6 +175,12 @@ void chan_conn_close(int i)
 	c->role = C_FREE;
 	cs.nopen--;
 	c->fd = -1;
+	c->out_off = c->out_len = 0;
+	if (c->out_cap > CONN_BUF) {
+		free(c->out);
+		c->out = NULL;
+		c->out_cap = 0;
+	}
 	if (c->cap > CONN_BUF) { /* a large frame's room: not kept */
 		free(c->buf);
 		c->buf = NULL;
@@ -213,25 +218,92 @@ int chan_conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role, int res)
 	return i;
 }
 
-/* Room in @fd's send buffer by @end_ns (chan_now_ns()), or false. */
-static bool wait_writable(int fd, uint64_t end_ns)
+/* Connection @c waits on its peer to read (C_OPEN: its deadline is the
+ * stall bound), or waits no more. Other roles keep their own deadline. */
+static void out_deadline(struct conn *c)
 {
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	uint64_t now = chan_now_ns();
-
-	if (now >= end_ns)
-		return false;
-	return poll(&p, 1, (int)((end_ns - now + 999999) / 1000000)) > 0;
+	if (c->role != C_OPEN)
+		return;
+	c->deadline_ns = c->out_off < c->out_len ?
+				 chan_now_ns() +
+					 MIG_CHAN_OUT_STALL_MS * 1000000ULL :
+				 0;
 }
 
-/* Encode and write one frame; the lock is held. The sockets do not block:
- * a full send buffer (a burst of failovers, a peer slow to read) is
- * waited out, for MIG_CHAN_STEP_MS at most, not taken for a dead peer. */
+/* As much of @c's kept output as its socket takes: 0, or -EIO. */
+static int out_send(struct conn *c)
+{
+	size_t before = c->out_off;
+
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off,
+				 c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0)
+			return -EIO;
+		c->out_off += (size_t)n;
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_off != before || !c->out_len)
+		out_deadline(c);
+	return 0;
+}
+
+/* @len bytes of @frame after @c's kept output: 0, or -EIO (past
+ * MIG_CHAN_OUT_MAX, or no memory). */
+static int out_keep(struct conn *c, const uint8_t *frame, size_t len)
+{
+	size_t kept = c->out_len - c->out_off, cap;
+	uint8_t *o;
+
+	if (kept + len > MIG_CHAN_OUT_MAX) {
+		r2cc_warn("control connection to %016llx: %zu bytes its peer "
+			  "has not read: closed",
+			  (unsigned long long)c->peer, kept);
+		return -EIO;
+	}
+	if (c->out_off) { /* what was sent is not kept */
+		memmove(c->out, c->out + c->out_off, kept);
+		c->out_off = 0;
+		c->out_len = kept;
+	}
+	if (kept + len > c->out_cap) {
+		for (cap = c->out_cap ? c->out_cap : CONN_BUF; cap < kept + len;)
+			cap *= 2;
+		o = realloc(c->out, cap);
+		if (!o)
+			return -EIO;
+		c->out = o;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, frame, len);
+	c->out_len += len;
+	if (!kept)
+		out_deadline(c);
+	return 0;
+}
+
+void chan_conn_writable(int i)
+{
+	if (out_send(cs.conns[i])) {
+		cs.st.send_fail++;
+		chan_conn_close(i);
+	}
+}
+
+/* Encode and send one frame; the lock is held. The sockets do not block:
+ * a frame the socket does not take now goes after the ones kept, in
+ * order, as the peer reads. */
 int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 {
 	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
 	struct conn *c = cs.conns[i];
-	uint64_t end = 0; /* set at the first full buffer */
 	size_t off = 0;
 	int len;
 
@@ -239,24 +311,23 @@ int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 	len = r2cc_ctrl_encode(&cs.key, m, frame, sizeof(frame));
 	if (len < 0)
 		return len;
-	while (off < (size_t)len) {
+	while (c->out_len == c->out_off && off < (size_t)len) {
 		ssize_t n = send(c->fd, frame + off, (size_t)len - off,
-				 MSG_NOSIGNAL);
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (!end)
-				end = chan_now_ns() +
-				      MIG_CHAN_STEP_MS * 1000000ULL;
-			if (wait_writable(c->fd, end))
-				continue;
-		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
 		if (n <= 0) {
 			cs.st.send_fail++;
 			return -EIO;
 		}
 		off += (size_t)n;
+	}
+	if (off < (size_t)len && out_keep(c, frame + off, (size_t)len - off)) {
+		cs.st.send_fail++;
+		return -EIO;
 	}
 	cs.st.sent++;
 	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_OUT, 1);
@@ -312,6 +383,7 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 			 (unsigned long long)p->id);
 	c->peer = p->id;
 	c->deadline_ns = 0;
+	out_deadline(c);
 	if (c->role == C_HELLO && c->res >= 0) {
 		int r = c->res;
 

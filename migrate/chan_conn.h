@@ -17,13 +17,17 @@ void chan_conn_close(int i);
  * the connection's index, or -errno (-EMFILE: past the budget). */
 int chan_conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role,
 		   int res);
-/* @m encoded and written whole on connection @i, a full send buffer
- * waited out for MIG_CHAN_STEP_MS at most: 0, or -EIO. */
+/* @m encoded and sent on connection @i, what the socket does not take
+ * now kept for it (never waited for): 0, or -EIO (the connection failed,
+ * or its peer reads too little: see MIG_CHAN_OUT_MAX). */
 int chan_conn_write(int i, struct r2cc_ctrl_msg *m);
 /* The thread's: connection @i readable (its frames handled), its connect
  * finished, a listener's calls accepted, deadlines passed. */
 void chan_conn_readable(int i);
 void chan_conn_connected(int i);
+/* Connection @i's socket takes more: what waits for it sent (the lock
+ * held); a connection that fails is closed. */
+void chan_conn_writable(int i);
 void chan_accept_on(int lfd);
 void chan_expire(uint64_t now);
 

@@ -46,6 +46,10 @@ struct conn {
 	uint64_t asked; /* C_LOOKUP: our LOOKUP's seq, its reply's too */
 	uint8_t *buf; /* cap bytes: CONN_BUF, up to R2CC_CTRL_FRAME_MAX */
 	size_t have, cap;
+	/* Frames the socket took no more of: bytes out_off..out_len of
+	 * out (out_cap), sent as it drains (POLLOUT) */
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
 };
 
 struct peer {

@@ -474,11 +474,11 @@ Test(chan, frames_stay_on_the_first_channel_while_it_is_open)
 }
 
 struct late_reader {
-	int fd, want, got;
+	int fd, want, got, late_ms;
 	struct r2cc_ctrl_key key;
 };
 
-/* Starts reading 300 ms late, then takes every frame it expects, in
+/* Starts reading late_ms late, then takes every frame it expects, in
  * order (reads in bulk: megabytes of frames). */
 static void *read_late(void *arg)
 {
@@ -490,7 +490,7 @@ static void *read_late(void *arg)
 	struct r2cc_ctrl_msg m;
 	int flen;
 
-	usleep(300 * 1000);
+	usleep((useconds_t)r->late_ms * 1000);
 	while (buf && r->got < r->want) {
 		ssize_t n;
 
@@ -520,18 +520,19 @@ out:
 	return NULL;
 }
 
-Test(chan, full_send_buffer_is_waited_out)
+/* 100000 frames (about 7 MiB) to a peer that reads nothing for @late_ms
+ * through a small window: the channel's send buffer (4 MiB at most,
+ * autotuned) fills long before. Every frame arrives, in order. */
+static void slow_reader(uint64_t id, int late_ms)
 {
-	struct late_reader r = { .want = 100000, .key = job_key() };
-	const uint64_t id = 0x5eed0000beefULL;
+	struct late_reader r = { .want = 100000, .key = job_key(),
+				 .late_ms = late_ms };
+	struct r2cc_chan_stats st;
 	struct r2cc_ctrl_msg m;
 	pthread_t t;
 	int i;
 
 	start();
-	/* A peer that reads nothing for 300 ms through a small window:
-	 * the channel's send buffer (4 MiB at most, autotuned) fills long
-	 * before 100000 frames (about 7 MiB). */
 	r.fd = fake_peer_buf(&r.key, id, 1, 2048);
 	cr_assert_eq(pthread_create(&t, NULL, read_late, &r), 0);
 	for (i = 0; i < r.want; i++) {
@@ -542,10 +543,65 @@ Test(chan, full_send_buffer_is_waited_out)
 	}
 	pthread_join(t, NULL);
 	cr_assert_eq(r.got, r.want, "%d of %d frames, in order", r.got, r.want);
+	r2cc_chan_get_stats(&st);
+	cr_assert_eq(st.send_fail, 0);
+	cr_assert_eq(st.batch_lost, 0);
 	close(r.fd);
 	r2cc_chan_stop();
 }
 
+Test(chan, full_send_buffer_is_waited_out, .timeout = 30)
+{
+	slow_reader(0x5eed0000beefULL, 300);
+}
+
+/* A peer that reads nothing for longer than a connect's bound (a burst
+ * of a thousand QPs' failovers to a loaded process): its frames are kept
+ * for it, not dropped with its connection. */
+Test(chan, reader_slower_than_a_step_loses_nothing, .timeout = 30)
+{
+	slow_reader(0x5eed0000bef0ULL, MIG_CHAN_STEP_MS + 500);
+}
+
+/* A peer that never reads: what is kept for it is bounded; past
+ * MIG_CHAN_OUT_MAX its connection closes, and another peer is served
+ * all along. */
+Test(chan, peer_that_never_reads_is_bounded, .timeout = 60)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t mute = 0x5eed0000dead, other = 0x5eed0000a11e;
+	struct r2cc_chan_stats st;
+	struct r2cc_ctrl_msg m;
+	int fd_mute, fd_other, i, ret = 0;
+
+	start();
+	fd_mute = fake_peer_buf(&key, mute, 1, 2048);
+	fd_other = fake_peer(&key, other, 1);
+	/* BATCHes of 100 FAILOVERs: well past MIG_CHAN_OUT_MAX and the
+	 * socket buffers in all, the outbox drained between them */
+	for (i = 0; i < 2000000 && !ret; i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_FAILOVER;
+		m.failover.qpn = (uint32_t)i;
+		m.failover.reason = R2CC_CTRL_WHY_CQ_ERROR;
+		ret = r2cc_chan_send(mute, &m);
+		if (i % 10000 == 9999) {
+			memset(&m, 0, sizeof(m));
+			m.hdr.type = R2CC_CTRL_KEEPALIVE;
+			m.keepalive_ns = (uint64_t)i;
+			cr_assert_eq(r2cc_chan_send(other, &m), 0);
+			read_frame(fd_other, &key, &m);
+			cr_assert_eq(m.keepalive_ns, (uint64_t)i,
+				     "the other peer waited on the mute one");
+		}
+	}
+	cr_assert_eq(ret, -ENOTCONN, "the mute peer's connection kept open");
+	r2cc_chan_get_stats(&st);
+	cr_assert_geq(st.send_fail, 1);
+	close(fd_mute);
+	close(fd_other);
+	r2cc_chan_stop();
+}
 static void nofile(rlim_t soft)
 {
 	struct rlimit rl;
