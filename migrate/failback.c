@@ -527,8 +527,7 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 
 	mq = r2cc_mig_by_dest(peer, m->failback.qpn);
 	if (!mq) {
-		r2cc_warn("failback for an unknown QP %#x: dropped",
-			  m->failback.qpn);
+		r2cc_mig_unknown("failback", peer, m->failback.qpn);
 		return;
 	}
 	pthread_mutex_lock(&mq->lock);

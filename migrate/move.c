@@ -247,8 +247,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 
 	mq = r2cc_mig_by_dest(peer, m->failover.qpn);
 	if (!mq) {
-		r2cc_warn("failover for an unknown QP %#x: dropped",
-			  m->failover.qpn);
+		r2cc_mig_unknown("failover", peer, m->failover.qpn);
 		return;
 	}
 	pthread_mutex_lock(&mq->lock);

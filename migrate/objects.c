@@ -90,6 +90,24 @@ struct r2cc_mig_qp *r2cc_mig_by_dest(uint64_t peer, uint32_t dest_qpn)
 	return mq;
 }
 
+void r2cc_mig_unknown(const char *what, uint64_t peer, uint32_t dest_qpn)
+{
+	struct r2cc_mig_qp *mq;
+	unsigned int n = 0;
+
+	r2cc_warn("%s for an unknown QP %#x from peer %016llx: dropped", what,
+		  dest_qpn, (unsigned long long)peer);
+	/* Why: a QP connected to that QPN with another peer, or not indexed */
+	for (mq = ps.qps; mq && n < 4; mq = mq->next)
+		if (mq->dest_qpn == dest_qpn) {
+			r2cc_warn("  QP %#x is connected to it: peer %016llx, "
+				  "%sindexed",
+				  mq->qpn, (unsigned long long)mq->peer,
+				  mq->dest_indexed ? "" : "not ");
+			n++;
+		}
+}
+
 int r2cc_mig_set_dest(struct r2cc_mig_qp *mq, uint32_t dest_qpn)
 {
 	int ret;
