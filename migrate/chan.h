@@ -33,7 +33,7 @@
  * failovers, a peer slow to read) up to MIG_CHAN_OUT_MAX bytes, for as
  * long as the peer reads some every MIG_CHAN_OUT_STALL_MS; past either
  * the connection is closed, its peer's messages counted as lost. */
-#define MIG_CHAN_OUT_MAX (8u << 20)
+#define MIG_CHAN_OUT_MAX 8388608 /* 8 MiB */
 #define MIG_CHAN_OUT_STALL_MS 10000
 
 struct r2cc_chan_hooks {

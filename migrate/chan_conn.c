@@ -224,10 +224,10 @@ static void out_deadline(struct conn *c)
 {
 	if (c->role != C_OPEN)
 		return;
-	c->deadline_ns = c->out_off < c->out_len ?
-				 chan_now_ns() +
-					 MIG_CHAN_OUT_STALL_MS * 1000000ULL :
-				 0;
+	c->deadline_ns =
+		c->out_off < c->out_len ?
+			chan_now_ns() + MIG_CHAN_OUT_STALL_MS * 1000000ULL :
+			0;
 }
 
 /* As much of @c's kept output as its socket takes: 0, or -EIO. */
@@ -274,7 +274,8 @@ static int out_keep(struct conn *c, const uint8_t *frame, size_t len)
 		c->out_len = kept;
 	}
 	if (kept + len > c->out_cap) {
-		for (cap = c->out_cap ? c->out_cap : CONN_BUF; cap < kept + len;)
+		for (cap = c->out_cap ? c->out_cap : CONN_BUF;
+		     cap < kept + len;)
 			cap *= 2;
 		o = realloc(c->out, cap);
 		if (!o)

@@ -525,7 +525,8 @@ out:
  * autotuned) fills long before. Every frame arrives, in order. */
 static void slow_reader(uint64_t id, int late_ms)
 {
-	struct late_reader r = { .want = 100000, .key = job_key(),
+	struct late_reader r = { .want = 100000,
+				 .key = job_key(),
 				 .late_ms = late_ms };
 	struct r2cc_chan_stats st;
 	struct r2cc_ctrl_msg m;
