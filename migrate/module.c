@@ -14,6 +14,7 @@
 #include "chan.h"
 #include "early.h"
 #include "failback.h"
+#include "inbox.h"
 #include "keepalive.h"
 #include "keys.h"
 #include "mig_int.h"
@@ -38,6 +39,7 @@ uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq)
 	return mq ? atomic_load(&mq->state) : R2CC_PROT_NONE;
 }
 
+/* A peer's message, on the inbox thread (inbox.c) */
 static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
 	pthread_mutex_lock(&ps.lock);
@@ -98,12 +100,19 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		   const struct r2cc_mig_env *env, const char *const *rail_if,
 		   int nrail)
 {
+	/* What asks for ps.lock or verbs calls runs on the inbox thread;
+	 * lookups read the status records, on the channel's. */
 	static const struct r2cc_chan_hooks hooks = {
-		.on_msg = on_msg,
-		.on_resolved = r2cc_mig_on_resolved,
+		.on_msg = r2cc_mig_inbox_msg,
+		.on_resolved = r2cc_mig_inbox_resolved,
 		.lookup = lookup,
-		.on_tick = r2cc_mig_tick,
+		.on_tick = r2cc_mig_inbox_tick,
 		.on_lost = r2cc_mig_keys_lost,
+	};
+	static const struct r2cc_mig_inbox_ops ops = {
+		.msg = on_msg,
+		.resolved = r2cc_mig_on_resolved,
+		.tick = r2cc_mig_tick,
 	};
 	struct r2cc_chan_cfg cc = {
 		.port = (uint16_t)cfg->ctrl_port,
@@ -133,9 +142,11 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	ps.keepalive_ms = cfg->keepalive ? cfg->keepalive_ms : 0;
 	ps.lazy = cfg->backup == R2CC_BACKUP_LAZY;
 	pthread_mutex_unlock(&ps.lock);
+	r2cc_mig_inbox_start(&ops); /* (without: the channel's thread) */
 	ret = r2cc_chan_start(&cc, &key, &hooks);
 	r2cc_ctrl_key_wipe(&key);
 	if (ret) {
+		r2cc_mig_inbox_stop();
 		r2cc_err("control channel: %s: connections run unprotected",
 			 strerror(-ret));
 		return ret;
@@ -151,6 +162,7 @@ void r2cc_mig_stop(void)
 {
 	ps.on = false;
 	r2cc_chan_stop();
+	r2cc_mig_inbox_stop(); /* after the channel: no call comes now */
 	pthread_mutex_lock(&ps.lock);
 	r2cc_mig_ka_reset();
 	r2cc_probe_reset();

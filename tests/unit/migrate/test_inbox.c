@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_inbox.c - the protection's thread (inbox.c): the channel's calls
+ * run there, not on the caller's thread, in the order they came (a tick
+ * after what came before it); a key list arrives whole; without the
+ * thread they run on the caller's; what waits is bounded.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inbox.h"
+
+#define N 2000
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static pthread_t caller;
+static int nmsg, nres, nticks, order_errors, on_caller, msgs_at_tick;
+static uint32_t last_rkey;
+static uint16_t last_n;
+static bool hold; /* the handler waits while set */
+
+static void note_thread(void)
+{
+	if (pthread_equal(pthread_self(), caller))
+		on_caller++;
+}
+
+static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
+{
+	pthread_mutex_lock(&lock);
+	while (hold)
+		pthread_cond_wait(&cond, &lock);
+	note_thread();
+	if (m->hdr.type == R2CC_CTRL_MR_KEYS) {
+		last_n = m->mr_keys.n;
+		last_rkey = m->mr_keys.mr[m->mr_keys.n - 1].rkey;
+	} else if (m->failover.qpn != (uint32_t)nmsg || peer != 7) {
+		order_errors++;
+	}
+	nmsg++;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static void on_resolved(uint64_t cookie, uint64_t peer)
+{
+	pthread_mutex_lock(&lock);
+	note_thread();
+	if (cookie != 42 || peer != 9 || nmsg != N)
+		order_errors++;
+	nres++;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static void on_tick(void)
+{
+	pthread_mutex_lock(&lock);
+	note_thread();
+	msgs_at_tick = nmsg;
+	nticks++;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static const struct r2cc_mig_inbox_ops ops = { on_msg, on_resolved, on_tick };
+
+static void reset(void)
+{
+	caller = pthread_self();
+	nmsg = nres = nticks = order_errors = on_caller = msgs_at_tick = 0;
+	hold = false;
+}
+
+/* Until *@v >= @n, at most 10 s: true if it got there. */
+static bool wait_for(int *v, int n)
+{
+	struct timespec ts;
+	bool ok = true;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&lock);
+	while (*v < n && ok)
+		ok = pthread_cond_timedwait(&cond, &lock, &ts) == 0;
+	ok = *v >= n;
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+static void send_failover(uint32_t qpn)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILOVER;
+	m.failover.qpn = qpn;
+	r2cc_mig_inbox_msg(7, &m);
+}
+
+Test(inbox, calls_run_on_its_thread_in_order, .timeout = 30)
+{
+	int i;
+
+	reset();
+	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
+	for (i = 0; i < N; i++)
+		send_failover((uint32_t)i);
+	r2cc_mig_inbox_resolved(42, 9);
+	r2cc_mig_inbox_tick();
+	cr_assert(wait_for(&nticks, 1), "no tick");
+	cr_assert(wait_for(&nres, 1), "the resolve's end not run");
+	cr_assert_eq(nmsg, N);
+	cr_assert_eq(order_errors, 0, "out of order");
+	cr_assert_eq(msgs_at_tick, N, "the tick ran before what came first");
+	cr_assert_eq(on_caller, 0, "ran on the channel's thread");
+	r2cc_mig_inbox_stop();
+}
+
+Test(inbox, a_key_list_arrives_whole, .timeout = 30)
+{
+	static struct r2cc_ctrl_msg m;
+
+	reset();
+	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_MR_KEYS;
+	m.mr_keys.n = R2CC_CTRL_MAX_MRS;
+	m.mr_keys.mr[R2CC_CTRL_MAX_MRS - 1].rkey = 0xfeed;
+	r2cc_mig_inbox_msg(7, &m);
+	cr_assert(wait_for(&nmsg, 1));
+	cr_assert_eq(last_n, R2CC_CTRL_MAX_MRS);
+	cr_assert_eq(last_rkey, 0xfeed, "the last key lost on the way");
+	r2cc_mig_inbox_stop();
+}
+
+Test(inbox, without_its_thread_calls_run_on_the_callers, .timeout = 30)
+{
+	reset();
+	/* stopped, or never started: as before there was one */
+	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
+	r2cc_mig_inbox_stop();
+	send_failover(0);
+	r2cc_mig_inbox_tick();
+	cr_assert_eq(nmsg, 1);
+	cr_assert_eq(nticks, 1);
+	cr_assert_eq(on_caller, 2);
+}
+
+/* A thread held up (a handler that waits) and a flood of key lists:
+ * what waits stops at MIG_INBOX_MAX, the rest dropped and counted, and
+ * what was kept all runs once the thread goes on. */
+Test(inbox, what_waits_is_bounded, .timeout = 60)
+{
+	static struct r2cc_ctrl_msg m;
+	int i, sent = 0;
+
+	reset();
+	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
+	pthread_mutex_lock(&lock);
+	hold = true;
+	pthread_mutex_unlock(&lock);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_MR_KEYS;
+	m.mr_keys.n = R2CC_CTRL_MAX_MRS;
+	m.mr_keys.mr[R2CC_CTRL_MAX_MRS - 1].rkey = 1;
+	for (i = 0; i < 2 * MIG_INBOX_MAX / (int)sizeof(m); i++, sent++)
+		r2cc_mig_inbox_msg(7, &m);
+	cr_assert_gt(r2cc_mig_inbox_dropped(), 0, "nothing dropped");
+	pthread_mutex_lock(&lock);
+	hold = false;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	cr_assert(wait_for(&nmsg, sent - (int)r2cc_mig_inbox_dropped()));
+	usleep(100 * 1000);
+	cr_assert_eq(nmsg + (int)r2cc_mig_inbox_dropped(), sent);
+	r2cc_mig_inbox_stop();
+}
