@@ -383,16 +383,16 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 			 "first",
 			 (unsigned long long)p->id);
 	c->peer = p->id;
-	c->deadline_ns = 0;
-	out_deadline(c);
 	if (c->role == C_HELLO && c->res >= 0) {
 		int r = c->res;
 
 		c->role = C_OPEN;
+		out_deadline(c); /* (none, or the stall bound) */
 		chan_res_end(r, p->id);
 		return;
 	}
 	c->role = C_OPEN;
+	out_deadline(c);
 }
 
 /* A BATCH's messages to the owner, one by one, what they make it send
