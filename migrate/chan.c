@@ -669,6 +669,19 @@ uint64_t r2cc_chan_self(void)
 	return r2cc_chan_running() ? cs.key.self : 0;
 }
 
+uint64_t r2cc_chan_heard_ns(uint64_t peer)
+{
+	struct peer *p;
+	uint64_t t = 0;
+
+	pthread_mutex_lock(&cs.lock);
+	p = cs.running ? chan_peer_find(peer) : NULL;
+	if (p)
+		t = p->heard_ns;
+	pthread_mutex_unlock(&cs.lock);
+	return t;
+}
+
 uint16_t r2cc_chan_port(void)
 {
 	return cs.direct_port;

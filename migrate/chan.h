@@ -73,6 +73,9 @@ int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
 /* Stop the thread and close everything; safe if not started. */
 void r2cc_chan_stop(void);
 bool r2cc_chan_running(void);
+/* When a frame of @peer's was last accepted (CLOCK_MONOTONIC ns), or 0:
+ * never, or not running. */
+uint64_t r2cc_chan_heard_ns(uint64_t peer);
 /* This process's id (0: not running) and its direct port. */
 uint64_t r2cc_chan_self(void);
 uint16_t r2cc_chan_port(void);

@@ -444,6 +444,8 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 	} else if (!rc) {
 		p = peer_get(m->hdr.sender);
 		rc = p ? r2cc_ctrl_replay_accept(&p->win, m->hdr.seq) : -ENOMEM;
+		if (!rc)
+			p->heard_ns = chan_now_ns();
 	}
 	r2cc_ctrl_count(&cs.st.rx, rc);
 	if (rc) {

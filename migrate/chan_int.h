@@ -55,6 +55,7 @@ struct conn {
 struct peer {
 	uint64_t id; /* 0: free */
 	struct r2cc_ctrl_replay win; /* its seqs we accepted */
+	uint64_t heard_ns; /* its last frame accepted (chan_now_ns()) */
 	struct peer *next; /* cs.peer_list */
 	/* Open connection, or -1; written under cs.lock, read without it
 	 * by a thread that hands a message to the outbox */

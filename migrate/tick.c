@@ -32,6 +32,21 @@ bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms)
 	return t <= now && now - t >= ms * 1000000ULL;
 }
 
+/* Has @mq's move waited for its peer long enough to give up (mq lock
+ * held)? @ms past its fault, and the peer silent for as long, or
+ * MIG_FENCE_MAX_MS past it. */
+static bool waited(const struct r2cc_mig_qp *mq, uint64_t now, uint64_t ms)
+{
+	uint64_t heard;
+
+	if (!r2cc_mig_past(mq->fault_ns, now, ms))
+		return false;
+	if (r2cc_mig_past(mq->fault_ns, now, MIG_FENCE_MAX_MS))
+		return true;
+	heard = mq->peer ? r2cc_chan_heard_ns(mq->peer) : 0;
+	return !heard || r2cc_mig_past(heard, now, MIG_FENCE_BOUND_MS);
+}
+
 /* Moves that waited too long for the peer given up (ps.lock held). */
 static void bound_moves(void)
 {
@@ -44,15 +59,14 @@ static void bound_moves(void)
 		pthread_mutex_lock(&mq->lock);
 		if ((mq->life == R2CC_LIFE_FENCED ||
 		     mq->life == R2CC_LIFE_RECVS) &&
-		    r2cc_mig_past(mq->fault_ns, now, MIG_FENCE_BOUND_MS))
+		    waited(mq, now, MIG_FENCE_BOUND_MS))
 			r2cc_mig_abandon(mq, "no answer from the peer in time");
 		/* Replayed, but the peer's count of our consumed receives
 		 * never came (its channel died between the two): the
 		 * receives cannot move. (An SRQ's QPs: bounded by the
 		 * SRQ's sweep.) */
 		else if (mq->life == R2CC_LIFE_SENDS && !mq->srq &&
-			 r2cc_mig_past(mq->fault_ns, now,
-				       2 * MIG_FENCE_BOUND_MS))
+			 waited(mq, now, 2 * MIG_FENCE_BOUND_MS))
 			r2cc_mig_fail(mq, "the peer never said which receives "
 					  "its messages consumed");
 		pthread_mutex_unlock(&mq->lock);

@@ -230,6 +230,16 @@ int __wrap_r2cc_chan_send(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	return 0;
 }
 
+uint64_t fo_heard_ns;
+uint64_t __real_r2cc_chan_heard_ns(uint64_t peer);
+uint64_t __wrap_r2cc_chan_heard_ns(uint64_t peer);
+
+/* Linked with --wrap=r2cc_chan_heard_ns */
+uint64_t __wrap_r2cc_chan_heard_ns(uint64_t peer)
+{
+	return fo_heard_ns ? fo_heard_ns : __real_r2cc_chan_heard_ns(peer);
+}
+
 /* The module on (a loopback control channel nobody else talks to). */
 void start(void)
 {

@@ -54,6 +54,9 @@ extern int fo_standby;
  * fo_nsent in all. */
 #define FO_SENT 16
 extern bool fo_capture;
+/* What the channel says of when it last heard from a peer: this, unless
+ * 0 (then the channel's own answer) */
+extern uint64_t fo_heard_ns;
 extern struct r2cc_ctrl_msg fo_sent[FO_SENT];
 extern int fo_nsent;
 /* MRs the program's PD has (the shim's mr_keys), 0 unless a test sets

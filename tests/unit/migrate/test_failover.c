@@ -26,6 +26,7 @@
 
 #include "bind.h"
 #include "fo_fixture.h"
+#include "tick.h"
 
 Test(failover, hides_the_fenced_primary_and_merges_the_backup_in_order,
      .init = setup, .fini = teardown, .timeout = 20)
@@ -202,6 +203,43 @@ Test(failover, a_refused_move_gives_back_what_it_hid_in_order, .init = setup,
 	cr_assert_eq(wc[2].status, IBV_WC_WR_FLUSH_ERR);
 	/* From now on the program's QP is its own. */
 	cr_assert_eq(primary_wc(9, IBV_WC_WR_FLUSH_ERR), 1);
+}
+
+/* A move whose peer does not answer: given up once the peer process
+ * has been silent for the bound too, or at the longest bound even if it
+ * is heard from (a peer that moves a thousand QPs answers late). */
+Test(failover, a_silent_peer_ends_the_move_at_the_bound, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+	post(1);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	cr_assert_eq(prim.state, IBV_QPS_ERR, "fenced");
+	r2cc_mig_test_fault_ago(mq, MIG_FENCE_BOUND_MS + 1000);
+	fo_heard_ns = r2cc_mig_now_ns(); /* it answers other QPs */
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY,
+		     "given up while the peer is heard from");
+	fo_heard_ns = r2cc_mig_now_ns() - (MIG_FENCE_BOUND_MS + 1) * 1000000ULL;
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED,
+		     "not given up with the peer silent");
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 1,
+		     "the hidden error not given back");
+}
+
+Test(failover, a_busy_peer_ends_the_move_at_the_longest_bound, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+	post(1);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	r2cc_mig_test_fault_ago(mq, MIG_FENCE_MAX_MS - 1000);
+	fo_heard_ns = r2cc_mig_now_ns();
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	r2cc_mig_test_fault_ago(mq, MIG_FENCE_MAX_MS + 1000);
+	fo_heard_ns = r2cc_mig_now_ns();
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
 }
 
 /*
