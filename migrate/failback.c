@@ -317,7 +317,8 @@ void r2cc_mig_fb_tick(void)
 
 		pthread_mutex_lock(&mq->lock);
 		if (settled(mq) && mq->fb.urgent &&
-		    r2cc_mig_past(mq->fb.urgent_ns, now, MIG_FENCE_BOUND_MS)) {
+		    r2cc_mig_waited(mq, mq->fb.urgent_ns, now,
+				    MIG_FENCE_BOUND_MS)) {
 			urgent_failed(mq, "no answer from the peer in time");
 			goto next;
 		}
@@ -330,8 +331,8 @@ void r2cc_mig_fb_tick(void)
 			goto next;
 		}
 		if (settled(mq) && mq->fb.ready &&
-		    r2cc_mig_past(mq->fb.moves_ns[0], now,
-				  MIG_FENCE_BOUND_MS)) {
+		    r2cc_mig_waited(mq, mq->fb.moves_ns[0], now,
+				    MIG_FENCE_BOUND_MS)) {
 			r2cc_warn("QP %#x: the peer's primary never got ready: "
 				  "stays on its backup",
 				  mq->qpn);

@@ -32,16 +32,14 @@ bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms)
 	return t <= now && now - t >= ms * 1000000ULL;
 }
 
-/* Has @mq's move waited for its peer long enough to give up (mq lock
- * held)? @ms past its fault, and the peer silent for as long, or
- * MIG_FENCE_MAX_MS past it. */
-static bool waited(const struct r2cc_mig_qp *mq, uint64_t now, uint64_t ms)
+bool r2cc_mig_waited(const struct r2cc_mig_qp *mq, uint64_t since, uint64_t now,
+		     uint64_t ms)
 {
 	uint64_t heard;
 
-	if (!r2cc_mig_past(mq->fault_ns, now, ms))
+	if (!r2cc_mig_past(since, now, ms))
 		return false;
-	if (r2cc_mig_past(mq->fault_ns, now, MIG_FENCE_MAX_MS))
+	if (r2cc_mig_past(since, now, MIG_FENCE_MAX_MS))
 		return true;
 	heard = mq->peer ? r2cc_chan_heard_ns(mq->peer) : 0;
 	return !heard || r2cc_mig_past(heard, now, MIG_FENCE_BOUND_MS);
@@ -59,14 +57,15 @@ static void bound_moves(void)
 		pthread_mutex_lock(&mq->lock);
 		if ((mq->life == R2CC_LIFE_FENCED ||
 		     mq->life == R2CC_LIFE_RECVS) &&
-		    waited(mq, now, MIG_FENCE_BOUND_MS))
+		    r2cc_mig_waited(mq, mq->fault_ns, now, MIG_FENCE_BOUND_MS))
 			r2cc_mig_abandon(mq, "no answer from the peer in time");
 		/* Replayed, but the peer's count of our consumed receives
 		 * never came (its channel died between the two): the
 		 * receives cannot move. (An SRQ's QPs: bounded by the
 		 * SRQ's sweep.) */
 		else if (mq->life == R2CC_LIFE_SENDS && !mq->srq &&
-			 waited(mq, now, 2 * MIG_FENCE_BOUND_MS))
+			 r2cc_mig_waited(mq, mq->fault_ns, now,
+					 2 * MIG_FENCE_BOUND_MS))
 			r2cc_mig_fail(mq, "the peer never said which receives "
 					  "its messages consumed");
 		pthread_mutex_unlock(&mq->lock);
