@@ -19,9 +19,10 @@
 # to the last move, per QP moved), .heap_bytes_per_qp and
 # .pinned_bytes_per_qp (r2cc-gen's memory line, both nodes' processes),
 # then scale.failover_ratio (2x run over 1x run, fault to last moved).
-# Not in the README's test command yet (tests/lab/meson.build): here a
-# few QPs stay binding for good, and at 256 QPs a process resolves miss
-# their bounds (issue 16).
+# Not in the README's test command yet (tests/lab/meson.build): every
+# QP is protected and moves off rail 0, but some moves back fail (a side
+# gives up on its peer's READY, the peer moves, this side refuses) and
+# the job ends (issue 16).
 # lab-rails: 4
 # lab-timeout: 1500
 
