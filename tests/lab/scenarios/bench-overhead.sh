@@ -87,14 +87,21 @@ else
 fi
 
 # The same number of system calls per WR with and without the shim.
-sc() { # sc N [ENV...]: system calls bench_wr makes in total
-	local n=$1
+sc() { # sc N [ENV...]: system calls bench_wr makes in total, the fewer
+	# of two runs (a lock the monitor thread holds at that moment, or its
+	# join at exit, costs the main thread a futex now and then: not a
+	# call per WR, which every run makes)
+	local n=$1 i c min=
 	shift
-	# Without -f: the thread that posts and polls, not r2cc's monitor.
-	bounded 300 env "$@" strace -c -o "$LAB/a.strace.$n.$#" $BW -n "$n" \
-		> /dev/null 2>&1
-	awk '$NF == "total" { print $4 }' \
-		"$LAB/a.strace.$n.$#"
+	for i in 1 2; do
+		# Without -f: the thread that posts and polls, not r2cc's
+		# monitor.
+		bounded 300 env "$@" strace -c -o "$LAB/a.strace.$n.$#.$i" \
+			$BW -n "$n" > /dev/null 2>&1
+		c=$(awk '$NF == "total" { print $4 }' "$LAB/a.strace.$n.$#.$i")
+		[ -z "$min" ] || [ "${c:-0}" -lt "$min" ] && min=${c:-0}
+	done
+	echo "$min"
 }
 if command -v strace > /dev/null; then
 	d_native=$(( $(sc 4000) - $(sc 2000) ))
