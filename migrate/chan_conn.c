@@ -230,14 +230,12 @@ static void out_deadline(struct conn *c)
 			0;
 }
 
-/* As much of @c's kept output as its socket takes: 0, or -EIO. */
-static int out_send(struct conn *c)
+/* Bytes *@off.. of @buf (@len) to @fd, as many as its socket takes now,
+ * *@off advanced: 0 (all sent, or the socket full), or -EIO. */
+static int send_now(int fd, const uint8_t *buf, size_t len, size_t *off)
 {
-	size_t before = c->out_off;
-
-	while (c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off,
-				 c->out_len - c->out_off,
+	while (*off < len) {
+		ssize_t n = send(fd, buf + *off, len - *off,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
@@ -246,8 +244,18 @@ static int out_send(struct conn *c)
 			break;
 		if (n <= 0)
 			return -EIO;
-		c->out_off += (size_t)n;
+		*off += (size_t)n;
 	}
+	return 0;
+}
+
+/* As much of @c's kept output as its socket takes: 0, or -EIO. */
+static int out_send(struct conn *c)
+{
+	size_t before = c->out_off;
+
+	if (send_now(c->fd, c->out, c->out_len, &c->out_off))
+		return -EIO;
 	if (c->out_off == c->out_len)
 		c->out_off = c->out_len = 0;
 	if (c->out_off != before || !c->out_len)
@@ -312,21 +320,11 @@ int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 	len = r2cc_ctrl_encode(&cs.key, m, frame, sizeof(frame));
 	if (len < 0)
 		return len;
-	while (c->out_len == c->out_off && off < (size_t)len) {
-		ssize_t n = send(c->fd, frame + off, (size_t)len - off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (n <= 0) {
-			cs.st.send_fail++;
-			return -EIO;
-		}
-		off += (size_t)n;
-	}
-	if (off < (size_t)len && out_keep(c, frame + off, (size_t)len - off)) {
+	/* (behind kept frames: kept too, their order holds) */
+	if ((c->out_len == c->out_off &&
+	     send_now(c->fd, frame, (size_t)len, &off)) ||
+	    (off < (size_t)len &&
+	     out_keep(c, frame + off, (size_t)len - off))) {
 		cs.st.send_fail++;
 		return -EIO;
 	}
