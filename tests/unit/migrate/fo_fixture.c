@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fo_fixture.h"
+#include "tick.h"
 struct ibv_context ctx;
 struct fake_qp prim, back;
 uint32_t fence_rq_psn = 0x900;
@@ -65,6 +66,8 @@ int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		((struct fake_qp *)qp)->state = a->qp_state;
 	if (mask & IBV_QP_SQ_PSN)
 		((struct fake_qp *)qp)->sq_psn = a->sq_psn;
+	if (mask & IBV_QP_RQ_PSN)
+		((struct fake_qp *)qp)->rq_psn = a->rq_psn;
 	return 0;
 }
 
@@ -422,4 +425,31 @@ void peer_moves(uint32_t qpn, uint32_t psn, uint64_t recvs, bool taken)
 	if (taken)
 		m.failover.flags |= R2CC_CTRL_FO_RECV_TAKEN;
 	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+void fo_rails(void)
+{
+	cr_assert_eq(r2cc_health_add_rail(1, "rxe1", "r2cc-none1"), 0);
+	cr_assert_eq(r2cc_health_add_rail(2, "rxe2", "r2cc-none2"), 0);
+	cr_assert_eq(r2cc_health_add_rail(3, "rxe3", "r2cc-none3"), 0);
+	for (int r = 1; r <= 3; r++)
+		r2cc_health_report(r, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	fo_capture = true;
+}
+
+const struct r2cc_ctrl_msg *fo_last(uint8_t type)
+{
+	int i;
+
+	for (i = fo_nsent - 1; i >= 0 && i >= fo_nsent - FO_SENT; i--)
+		if (fo_sent[i % FO_SENT].hdr.type == type)
+			return &fo_sent[i % FO_SENT];
+	return NULL;
+}
+
+void fo_rail_down(int rail)
+{
+	r2cc_health_report(rail, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
+	r2cc_mig_rail_down(rail, R2CC_CAUSE_CARRIER);
+	r2cc_mig_tick();
 }

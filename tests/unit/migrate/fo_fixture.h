@@ -25,6 +25,7 @@ struct fake_qp {
 	int nsent, nrecv;
 	enum ibv_qp_state state;
 	uint32_t sq_psn; /* as the last RTS set it */
+	uint32_t rq_psn; /* as the last RTR set it */
 	uint32_t last_rkey; /* of the last RDMA WR posted */
 };
 
@@ -108,5 +109,11 @@ void peer_says(uint8_t type, bool valid, uint32_t rq_psn, uint64_t recvs);
 int primary_wc_of(uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
 		  bool behind);
 int primary_wc(uint64_t wr_id, enum ibv_wc_status st);
+/* Rails 1-3 known and up (rail 0 is the QP's), the sends captured */
+void fo_rails(void);
+/* The last message of @type captured, or NULL */
+const struct r2cc_ctrl_msg *fo_last(uint8_t type);
+/* @rail's carrier lost: the event, then a tick */
+void fo_rail_down(int rail);
 
 #endif /* R2CC_TEST_FO_FIXTURE_H */

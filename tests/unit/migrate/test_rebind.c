@@ -20,36 +20,15 @@
 #include "protect.h"
 #include "tick.h"
 
-static void rails(void)
-{
-	cr_assert_eq(r2cc_health_add_rail(1, "rxe1", "r2cc-none1"), 0);
-	cr_assert_eq(r2cc_health_add_rail(2, "rxe2", "r2cc-none2"), 0);
-	cr_assert_eq(r2cc_health_add_rail(3, "rxe3", "r2cc-none3"), 0);
-	for (int r = 1; r <= 3; r++)
-		r2cc_health_report(r, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
-	fo_capture = true;
-}
-
 static void rebind_setup(void)
 {
 	setup();
-	rails();
-}
-
-/* The last message of @type captured, or NULL. */
-static const struct r2cc_ctrl_msg *last_of(uint8_t type)
-{
-	int i;
-
-	for (i = fo_nsent - 1; i >= 0 && i >= fo_nsent - FO_SENT; i--)
-		if (fo_sent[i % FO_SENT].hdr.type == type)
-			return &fo_sent[i % FO_SENT];
-	return NULL;
+	fo_rails();
 }
 
 static const struct r2cc_ctrl_msg *last_bind(void)
 {
-	return last_of(R2CC_CTRL_QP_BIND);
+	return fo_last(R2CC_CTRL_QP_BIND);
 }
 
 /* The peer's QP_BIND for our QP: its standby @bqpn on @rail. */
@@ -70,20 +49,13 @@ static void peer_binds(int rail, uint32_t bqpn, uint8_t flags)
 	r2cc_mig_test_peer_binds(PEER, &m);
 }
 
-static void rail_down(int rail)
-{
-	r2cc_health_report(rail, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
-	r2cc_mig_rail_down(rail, R2CC_CAUSE_CARRIER);
-	r2cc_mig_tick();
-}
-
 Test(rebind, a_dead_standby_rail_gets_a_new_standby_bound_again,
      .init = rebind_setup, .fini = teardown, .timeout = 10)
 {
 	const struct r2cc_ctrl_msg *b;
 	int made = nmade;
 
-	rail_down(1);
+	fo_rail_down(1);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_BINDING,
 		     "unprotected while the new standby binds");
 	cr_assert_eq(nmade, made + 1, "a new standby QP");
@@ -99,7 +71,7 @@ Test(rebind, a_dead_standby_rail_gets_a_new_standby_bound_again,
 	cr_assert_eq(back.state, IBV_QPS_RTS, "connected, at RTS as the QP");
 	/* a fault on the QP's own rail now moves it there */
 	post_op(1, IBV_WR_SEND);
-	rail_down(0);
+	fo_rail_down(0);
 	cr_assert_eq(prim.state, IBV_QPS_ERR, "fenced: a move begins");
 	cr_assert_eq(fo_sent[(fo_nsent - 1) % FO_SENT].hdr.type,
 		     R2CC_CTRL_FAILOVER, "the peer told");
@@ -136,11 +108,11 @@ Test(rebind, no_rail_up_for_a_standby_waits_unprotected_for_one,
      .init = rebind_setup, .fini = teardown, .timeout = 10)
 {
 	fo_standby = -1;
-	rail_down(1);
+	fo_rail_down(1);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE,
 		     "unprotected: a fault now is the program's");
 	cr_assert_null(last_bind());
-	rail_down(0);
+	fo_rail_down(0);
 	cr_assert_neq(prim.state, IBV_QPS_ERR, "not fenced: nowhere to go");
 	/* its old standby's rail comes back: that standby stands by again */
 	r2cc_health_report(1, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
@@ -153,7 +125,7 @@ static void lazy_setup(void)
 {
 	start();
 	qp_on(NULL, NULL);
-	rails();
+	fo_rails();
 }
 
 Test(rebind, a_lazy_qp_follows_with_no_standby_made, .init = lazy_setup,
@@ -169,7 +141,7 @@ Test(rebind, a_lazy_qp_follows_with_no_standby_made, .init = lazy_setup,
 		  b->qp_bind.flags & R2CC_CTRL_BIND_LAZY);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
 	/* and its own standby's rail dying: rebound, still none made */
-	rail_down(3);
+	fo_rail_down(3);
 	cr_assert_eq(nmade, made);
 	b = last_bind();
 	cr_assert(b && b->qp_bind.rail == 2 &&
@@ -181,7 +153,7 @@ Test(rebind, a_fault_with_the_standby_rail_down_too_is_the_programs,
 {
 	/* rail 1's event not handled yet when rail 0's comes */
 	r2cc_health_report(1, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
-	rail_down(0);
+	fo_rail_down(0);
 	cr_assert_neq(prim.state, IBV_QPS_ERR, "not fenced: nowhere to go");
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
 }
@@ -190,12 +162,12 @@ Test(rebind, on_its_standby_with_no_rail_left_it_flushes_to_the_program,
      .init = rebind_setup, .fini = teardown, .timeout = 10)
 {
 	post_op(1, IBV_WR_SEND);
-	rail_down(0);
+	fo_rail_down(0);
 	peer_moves(PEER_QPN, 0x500, 0, false);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
 	cr_assert_eq(back.nsent, 1, "replayed on the standby");
 	/* rail 0 is still down (never seen up): the standby's dies too */
-	rail_down(1);
+	fo_rail_down(1);
 	cr_assert_eq(back.state, IBV_QPS_ERR,
 		     "its work flushes to the program");
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
@@ -205,9 +177,9 @@ Test(rebind, a_move_onto_a_rail_that_dies_is_abandoned, .init = rebind_setup,
      .fini = teardown, .timeout = 10)
 {
 	post_op(1, IBV_WR_SEND);
-	rail_down(0); /* fenced; the peer has not answered yet */
+	fo_rail_down(0); /* fenced; the peer has not answered yet */
 	cr_assert_eq(prim.state, IBV_QPS_ERR);
-	rail_down(1);
+	fo_rail_down(1);
 	cr_assert_eq(back.state, IBV_QPS_ERR, "the standby too: no move");
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
 }
@@ -238,7 +210,7 @@ static void moved_back_with_standby_rail_down(void)
 	int n;
 
 	post_op(1, IBV_WR_SEND);
-	rail_down(0);
+	fo_rail_down(0);
 	peer_moves(PEER_QPN, 0x500, 0, false);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
 	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
@@ -250,7 +222,7 @@ static void moved_back_with_standby_rail_down(void)
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
 	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
 		      0);
-	r = last_of(R2CC_CTRL_FAILBACK);
+	r = fo_last(R2CC_CTRL_FAILBACK);
 	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_REARM, "REARM sent");
 	cr_assert(r->failback.flags & R2CC_CTRL_FB_NOARM,
 		  "saying it cannot be re-armed here");
@@ -276,7 +248,7 @@ Test(rebind, a_moved_back_primary_that_only_flushes_fails_over,
 	int n;
 
 	post_op(1, IBV_WR_SEND);
-	rail_down(0);
+	fo_rail_down(0);
 	peer_moves(PEER_QPN, 0x500, 0, false);
 	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
 	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
@@ -298,7 +270,7 @@ Test(rebind, a_moved_back_primary_that_only_flushes_fails_over,
 	/* the primary in ERR, no error completion first: its own */
 	prim.state = IBV_QPS_ERR;
 	cr_assert_eq(primary_wc(2, IBV_WC_WR_FLUSH_ERR), 0, "held");
-	f = last_of(R2CC_CTRL_FAILOVER);
+	f = fo_last(R2CC_CTRL_FAILOVER);
 	cr_assert(f && fo_nsent > n, "the peer told: a move begins");
 	cr_assert_eq(f->failover.reason, R2CC_CTRL_WHY_CQ_ERROR);
 	/* the peer executed nothing of the recycled primary's (0x900 on) */
@@ -323,7 +295,7 @@ Test(rebind, a_standby_a_move_back_could_not_rearm_is_rearmed_when_up,
 	cr_assert_eq(fo_nsent, n, "not again within the retry gap");
 	usleep(1100000); /* MIG_REARM_RETRY_NS, and some */
 	r2cc_mig_tick();
-	r = last_of(R2CC_CTRL_FAILBACK);
+	r = fo_last(R2CC_CTRL_FAILBACK);
 	cr_assert_eq(fo_nsent, n + 1);
 	cr_assert(r->failback.phase == R2CC_CTRL_FB_REARM &&
 		  !(r->failback.flags & R2CC_CTRL_FB_NOARM));
