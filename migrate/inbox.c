@@ -98,6 +98,22 @@ static void put(struct call *c)
 	pthread_cond_signal(&ib.cv);
 }
 
+/* On the inbox thread: when it took up the calls it runs now */
+static __thread uint64_t taken_ns;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t r2cc_mig_inbox_seen_ns(uint64_t now)
+{
+	return taken_ns && taken_ns < now ? taken_ns : now;
+}
+
 static void run(struct call *c)
 {
 	if (c->kind == CALL_MSG)
@@ -135,6 +151,7 @@ static void *inbox_thread(void *arg)
 		ib.dropped_said = false;
 		tick = ib.tick;
 		ib.tick = false;
+		taken_ns = mono_ns();
 		pthread_mutex_unlock(&ib.lock);
 		/* what the calls send: one frame per peer */
 		r2cc_chan_hold();

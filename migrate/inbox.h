@@ -35,6 +35,13 @@ void r2cc_mig_inbox_msg(uint64_t peer, const struct r2cc_ctrl_msg *m);
 void r2cc_mig_inbox_resolved(uint64_t cookie, uint64_t peer);
 void r2cc_mig_inbox_tick(void);
 
+/* The time up to which the peers' messages have been handled, as the
+ * calling thread knows: on the inbox thread, when it took up the calls
+ * it runs now (a tick after them has seen what came before it, not what
+ * waits behind); elsewhere @now. A wait for a peer's answer is measured
+ * to it: a backlog here is not the peer's silence. */
+uint64_t r2cc_mig_inbox_seen_ns(uint64_t now);
+
 /* Messages dropped past MIG_INBOX_MAX since the start */
 uint64_t r2cc_mig_inbox_dropped(void);
 

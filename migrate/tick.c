@@ -13,6 +13,7 @@
 #include "early.h"
 #include "failback.h"
 #include "fence.h"
+#include "inbox.h"
 #include "keepalive.h"
 #include "mig_int.h"
 #include "rebind.h"
@@ -37,6 +38,7 @@ bool r2cc_mig_waited(const struct r2cc_mig_qp *mq, uint64_t since, uint64_t now,
 {
 	uint64_t heard;
 
+	now = r2cc_mig_inbox_seen_ns(now);
 	if (!r2cc_mig_past(since, now, ms))
 		return false;
 	if (r2cc_mig_past(since, now, MIG_FENCE_MAX_MS))

@@ -18,7 +18,8 @@ bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms);
 /* Has @mq waited for its peer long enough to give up, @since (CLOCK_
  * MONOTONIC ns) a step of a move began (mq lock held)? @ms past it with
  * the peer process silent for MIG_FENCE_BOUND_MS too, or MIG_FENCE_MAX_MS
- * past it whatever the peer does. */
+ * past it whatever the peer does: measured to the time up to which the
+ * peer's messages have been handled (r2cc_mig_inbox_seen_ns()). */
 bool r2cc_mig_waited(const struct r2cc_mig_qp *mq, uint64_t since, uint64_t now,
 		     uint64_t ms);
 /* The channel's tick (no lock held): keepalive, failback, and moves that

@@ -3,7 +3,8 @@
  * test_inbox.c - the protection's thread (inbox.c): the channel's calls
  * run there, not on the caller's thread, in the order they came (a tick
  * after what came before it); a key list arrives whole; without the
- * thread they run on the caller's; what waits is bounded.
+ * thread they run on the caller's; what waits is bounded; a call held
+ * up sees the time its calls were taken up, not its own.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -22,6 +23,9 @@ static int nmsg, nres, nticks, order_errors, on_caller, msgs_at_tick;
 static uint32_t last_rkey;
 static uint16_t last_n;
 static bool hold; /* the handler waits while set */
+/* In the last message's handler: the time, and what the inbox had seen */
+static uint64_t now_in_msg, seen_in_msg;
+static int nheld; /* handlers that found hold set */
 
 static void note_thread(void)
 {
@@ -29,12 +33,26 @@ static void note_thread(void)
 		on_caller++;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 {
 	pthread_mutex_lock(&lock);
+	if (hold) {
+		nheld++;
+		pthread_cond_broadcast(&cond);
+	}
 	while (hold)
 		pthread_cond_wait(&cond, &lock);
 	note_thread();
+	now_in_msg = mono_ns();
+	seen_in_msg = r2cc_mig_inbox_seen_ns(now_in_msg);
 	if (m->hdr.type == R2CC_CTRL_MR_KEYS) {
 		last_n = m->mr_keys.n;
 		last_rkey = m->mr_keys.mr[m->mr_keys.n - 1].rkey;
@@ -73,6 +91,7 @@ static void reset(void)
 {
 	caller = pthread_self();
 	nmsg = nres = nticks = order_errors = on_caller = msgs_at_tick = 0;
+	nheld = 0;
 	hold = false;
 }
 
@@ -178,5 +197,36 @@ Test(inbox, what_waits_is_bounded, .timeout = 60)
 	cr_assert(wait_for(&nmsg, sent - (int)r2cc_mig_inbox_dropped()));
 	usleep(100 * 1000);
 	cr_assert_eq(nmsg + (int)r2cc_mig_inbox_dropped(), sent);
+	r2cc_mig_inbox_stop();
+}
+
+/* A call that waited (a thousand recycles ahead of it) knows it has seen
+ * only what came before it was taken up: a bound measured to that time
+ * does not take the backlog for the peer's silence. */
+Test(inbox, a_late_call_has_seen_only_what_came_before_it, .timeout = 30)
+{
+	uint64_t sent, released, now;
+
+	reset();
+	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
+	pthread_mutex_lock(&lock);
+	hold = true;
+	pthread_mutex_unlock(&lock);
+	sent = mono_ns();
+	send_failover(0);
+	cr_assert(wait_for(&nheld, 1), "never taken up");
+	usleep(10 * 1000);
+	released = mono_ns();
+	pthread_mutex_lock(&lock);
+	hold = false;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	cr_assert(wait_for(&nmsg, 1));
+	cr_assert_geq(now_in_msg, released);
+	cr_assert_geq(seen_in_msg, sent);
+	cr_assert_lt(seen_in_msg, released,
+		     "seen up to when it ran, not when it was taken up");
+	now = mono_ns();
+	cr_assert_eq(r2cc_mig_inbox_seen_ns(now), now, "another thread: now");
 	r2cc_mig_inbox_stop();
 }
