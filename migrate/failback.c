@@ -6,9 +6,12 @@
  * their recycled primary); with both proposals each recycles its primary
  * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's) and says READY;
  * with both READYs each fences its backup: the same exactly-once move as a
- * failover, the other way (fence.c, move.c). Moved back, the backup is re-armed
- * (REARM) and the QP is protected again. A flapping rail moves a QP back at most MIG_FB_MOVES
- * times per MIG_FB_WINDOW_MS.
+ * failover, the other way (fence.c, move.c). A side that gave up waiting
+ * for the peer's READY joins the move if the peer made it after all: its
+ * READY went out, so the peer's primary is connected to the one it
+ * recycled (r2cc_mig_fb_join()). Moved back, the backup is re-armed
+ * (REARM) and the QP is protected again. A flapping rail moves a QP back
+ * at most MIG_FB_MOVES times per MIG_FB_WINDOW_MS.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -144,6 +147,7 @@ static void go(struct r2cc_mig_qp *mq)
 {
 	mq->fb.ready = mq->fb.peer_ready = false;
 	mq->fb.recycled = false; /* the move's from now on */
+	mq->fb.round_peer_psn = R2CC_PSN_NONE; /* it moves: none to join */
 	r2cc_mig_fence_back(mq);
 }
 
@@ -189,6 +193,8 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 		return;
 	}
 	mq->fb.ready = true;
+	mq->fb.round_psn = mq->fb.psn;
+	mq->fb.round_peer_psn = mq->fb.peer_psn;
 	if (mq->fb.peer_ready)
 		go(mq);
 }
@@ -498,6 +504,39 @@ void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 		rearm(mq);
 }
 
+bool r2cc_mig_fb_join(struct r2cc_mig_qp *mq)
+{
+	int ret;
+
+	if (!settled(mq) || mq->fb.round_peer_psn == R2CC_PSN_NONE ||
+	    r2cc_health_get(mq->rail).state != R2CC_RAIL_UP)
+		return false;
+	if (!mq->fb.recycled) {
+		/* Given up (the primary back in ERR): connected again as it
+		 * was for that round, which the peer's primary expects */
+		mq->fb.psn = mq->fb.round_psn;
+		mq->fb.peer_psn = mq->fb.round_peer_psn;
+		ret = recycle(mq);
+		if (ret) {
+			r2cc_err("QP %#x: primary not recycled (%s): the "
+				 "peer's move back cannot be joined",
+				 mq->qpn, strerror(ret));
+			mq->fb.recycled = true; /* fb_reset puts it in ERR */
+			fb_reset(mq, r2cc_mig_now_ns());
+			return false;
+		}
+		mq->fb.recycled = true;
+		rearm_set(mq, R2CC_REARM_WAIT);
+	}
+	r2cc_info("QP %#x: the peer moved back on a round this side gave "
+		  "up: joined",
+		  mq->qpn);
+	mq->fb.proposed = mq->fb.peer_proposed = false;
+	mq->fb.peer_recovered = false;
+	go(mq);
+	return r2cc_mig_back(mq);
+}
+
 /* The peer's REARM (mq lock held). */
 static void got_rearm(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 {
@@ -534,6 +573,8 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_lock(&mq->lock);
 	switch (m->failback.phase) {
 	case R2CC_CTRL_FB_PROPOSE:
+		/* A new round of the peer's: it moves on no older one */
+		mq->fb.round_peer_psn = R2CC_PSN_NONE;
 		urgent = m->failback.flags & R2CC_CTRL_FB_URGENT;
 		if (!settled(mq) || (!urgent && (now < mq->fb.not_before_ns ||
 						 !budget_left(mq, now)))) {

@@ -25,6 +25,12 @@ void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq);
 bool r2cc_mig_fb_rearm_retry(struct r2cc_mig_qp *mq, uint64_t now);
 /* A new standby is bound instead (rebind.c, bind.c): no re-arm pending. */
 void r2cc_mig_fb_rearm_drop(struct r2cc_mig_qp *mq);
+/* The peer moves back (its FAILOVER) while this side is not moving: it
+ * gave up waiting for the peer's READY of a round whose READY of its own
+ * went out. Joined: the primary connected again as it was for that round
+ * and the backup fenced. True: the move back is under way; false: this
+ * side cannot (no such round, its rail down, no recycle). */
+bool r2cc_mig_fb_join(struct r2cc_mig_qp *mq);
 /* @mq's primary rail went down: a proposal of it is withdrawn. */
 void r2cc_mig_fb_rail_down(struct r2cc_mig_qp *mq);
 

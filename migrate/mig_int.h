@@ -222,6 +222,10 @@ struct r2cc_mig_qp {
 		bool urgent; /* the backup failed: no hold, no evidence */
 		uint64_t urgent_ns; /* when that was seen */
 		uint32_t psn, peer_psn; /* the recycled primaries' sq_psn */
+		/* The last round we said READY in, until it moves (the
+		 * peer's PSN R2CC_PSN_NONE: none): a peer that moves on it
+		 * after we gave it up is joined (r2cc_mig_fb_join()) */
+		uint32_t round_psn, round_peer_psn;
 		/* The standby's re-arm after a move back (failback.c) */
 		enum r2cc_mig_rearm rearm;
 		bool rearm_sent, rearm_got;

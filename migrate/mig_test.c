@@ -149,6 +149,13 @@ void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 	pthread_mutex_unlock(&mq->lock);
 }
 
+void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
+{
+	pthread_mutex_lock(&mq->lock);
+	mq->fb.moves_ns[0] = r2cc_mig_now_ns() - (uint64_t)ago_ms * 1000000ULL;
+	pthread_mutex_unlock(&mq->lock);
+}
+
 void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer)
 {
 	r2cc_mig_on_resolved(mq->cookie, peer);

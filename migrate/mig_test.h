@@ -45,6 +45,8 @@ void r2cc_mig_test_bind_out(struct r2cc_mig_qp *mq, uint64_t peer,
 			    unsigned int binds, unsigned int ago_ms);
 /* @mq's move began (its fault) @ago_ms ago */
 void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
+/* @mq's round of a move back began @ago_ms ago */
+void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
 /* @mq's resolve ended: @peer owns its peer QP (0: no r2cc there). */
 void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer);
 /* @mq's protection state is @st (enum r2cc_prot_state). */

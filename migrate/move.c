@@ -257,7 +257,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		r2cc_mig_abandon(mq, "the peer cannot move this connection");
 		goto out;
 	}
-	if (back && !r2cc_mig_back(mq)) {
+	if (back && !r2cc_mig_back(mq) && !r2cc_mig_fb_join(mq)) {
 		/* The peer moves back and this side cannot (its recycle
 		 * failed, or it is not on its backup): say so. */
 		r2cc_warn("QP %#x: the peer moves back, this side cannot",

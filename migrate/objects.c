@@ -209,6 +209,7 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 	mq->rail = -1;
 	mq->backup_rail = -1;
 	mq->fb.peer_psn = R2CC_PSN_NONE;
+	mq->fb.round_peer_psn = R2CC_PSN_NONE;
 	mq->life = R2CC_LIFE_RUN; /* logged from its creation on */
 	if (srq)
 		r2cc_mig_srq_joined(mq, srq);

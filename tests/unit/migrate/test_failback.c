@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_failback.c - the move back's handshake (failback.c): both ends
+ * propose, recycle their primaries, say READY and move. A side that gave
+ * up waiting for the peer's READY (a thousand QPs' recycles ahead of it at
+ * the peer) joins the peer's move when it comes after all, its primary
+ * connected again as it was for that round; a move back on a round this
+ * side never said READY in is refused. The peer is played through the
+ * captured sends (fo_fixture.c wraps r2cc_chan_send).
+ */
+#include <criterion/criterion.h>
+#include <infiniband/verbs.h>
+#include <string.h>
+
+#include "mig_int.h" /* (before the fixture: its mq is global) */
+#include "fo_fixture.h"
+#include "tick.h"
+
+#define PEER_PSN 0x777
+
+static void fb_setup(void)
+{
+	setup();
+	fo_rails();
+	/* the primary's rail known too: a move back looks at it */
+	cr_assert_eq(r2cc_health_add_rail(0, "rxe0", "r2cc-none0"), 0);
+	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+}
+
+/* The peer's FAILBACK of @phase for our QP */
+static void peer_fb(uint8_t phase, uint8_t flags, uint32_t psn)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILBACK;
+	m.failback.qpn = PEER_QPN;
+	m.failback.phase = phase;
+	m.failback.flags = flags;
+	m.failback.psn = psn;
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+/* Failed over to the standby on rail 1 (WR 1 replayed there and done),
+ * rail 0 up again: the QP can move back. */
+static void on_the_standby(void)
+{
+	post_op(1, IBV_WR_SEND);
+	fo_rail_down(0);
+	peer_moves(PEER_QPN, 0x500, 0, false);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
+	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+}
+
+/* A round: the peer proposes (its backup failed: no hold), ours follows
+ * at once, both primaries recycle; our READY goes out. Its PSN. */
+static uint32_t round_begun(void)
+{
+	const struct r2cc_ctrl_msg *r;
+
+	peer_fb(R2CC_CTRL_FB_PROPOSE, R2CC_CTRL_FB_URGENT, PEER_PSN);
+	r = fo_last(R2CC_CTRL_FAILBACK);
+	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_READY, "READY sent");
+	cr_assert_eq(prim.state, IBV_QPS_RTS, "the primary recycled");
+	cr_assert_eq(prim.rq_psn, PEER_PSN, "towards the peer's");
+	cr_assert_eq(prim.sq_psn, r->failback.psn);
+	cr_assert_eq(back.state, IBV_QPS_RTS, "the standby carries on");
+	return r->failback.psn;
+}
+
+/* The peer moves back on that round: its FAILOVER, then its ACK. */
+static void peer_moves_back(void)
+{
+	uint32_t psn = (back.sq_psn + 1) & 0xffffff; /* it executed WR 1 */
+
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
+	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
+		      0);
+}
+
+/* Moved back: the standby fenced, the QP on its primary (re-arming) */
+static void moved_back(uint32_t psn)
+{
+	const struct r2cc_ctrl_msg *f = fo_last(R2CC_CTRL_FAILOVER);
+
+	cr_assert(f && f->failover.reason == R2CC_CTRL_WHY_FAILBACK &&
+			  f->failover.flags & R2CC_CTRL_FO_PSN_VALID,
+		  "our side of the move told");
+	cr_assert_eq(back.state, IBV_QPS_ERR, "the standby fenced");
+	cr_assert_eq(prim.state, IBV_QPS_RTS);
+	cr_assert_eq(prim.sq_psn, psn, "from the round's PSN");
+	cr_assert_eq(prim.rq_psn, PEER_PSN);
+	cr_assert_neq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED, "moved back");
+	cr_assert_neq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
+	post_op(2, IBV_WR_SEND);
+	cr_assert_eq(prim.sent[prim.nsent - 1], 2, "WR 2 on the primary");
+}
+
+Test(failback, both_ready_move_back, .init = fb_setup, .fini = teardown,
+     .timeout = 10)
+{
+	uint32_t psn;
+
+	on_the_standby();
+	psn = round_begun();
+	peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
+	cr_assert_eq(back.state, IBV_QPS_ERR, "both READY: the standby fenced");
+	peer_moves_back();
+	moved_back(psn);
+}
+
+/* Its READY lost (or behind a backlog at the peer): the peer's move, on
+ * our READY, still finds the primary recycled for it. */
+Test(failback, a_move_back_without_the_peers_ready_is_joined, .init = fb_setup,
+     .fini = teardown, .timeout = 10)
+{
+	uint32_t psn;
+
+	on_the_standby();
+	psn = round_begun();
+	peer_moves_back();
+	moved_back(psn);
+}
+
+/* Given up: the peer silent past the bound, the primary back in ERR. Its
+ * READY then is stale, but its move (it had ours) is joined: the primary
+ * connected again as it was. */
+Test(failback, a_round_given_up_here_is_joined_when_the_peer_moves,
+     .init = fb_setup, .fini = teardown, .timeout = 10)
+{
+	uint32_t psn;
+
+	on_the_standby();
+	psn = round_begun();
+	r2cc_mig_test_fb_ago(mq, MIG_FENCE_BOUND_MS + 1000);
+	r2cc_mig_tick();
+	cr_assert_eq(prim.state, IBV_QPS_ERR, "given up: the primary in ERR");
+	cr_assert_eq(back.state, IBV_QPS_RTS, "still on the standby");
+	prim.rq_psn = prim.sq_psn = 0;
+	peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
+	cr_assert_eq(back.state, IBV_QPS_RTS, "a stale READY moves nothing");
+	peer_moves_back();
+	moved_back(psn);
+}
+
+/* No round of ours (nothing proposed, no READY said): the peer's primary
+ * cannot be connected to ours, the move is refused and the QP stays on
+ * its standby. */
+Test(failback, a_move_back_on_no_round_is_refused, .init = fb_setup,
+     .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *f;
+
+	on_the_standby();
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, 0x501,
+		      0);
+	f = fo_last(R2CC_CTRL_FAILOVER);
+	cr_assert(f && !(f->failover.flags & R2CC_CTRL_FO_PSN_VALID),
+		  "refused");
+	cr_assert_eq(back.state, IBV_QPS_RTS, "on its standby");
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+}
+
+/* The peer proposed again after the round we said READY in: that round
+ * is over, a move on it is refused. */
+Test(failback, a_round_the_peer_proposed_past_is_not_joined, .init = fb_setup,
+     .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *f;
+
+	on_the_standby();
+	round_begun();
+	r2cc_mig_test_fb_ago(mq, MIG_FENCE_BOUND_MS + 1000);
+	r2cc_mig_tick();
+	cr_assert_eq(prim.state, IBV_QPS_ERR, "given up");
+	peer_fb(R2CC_CTRL_FB_PROPOSE, 0, PEER_PSN + 1); /* refused: hold */
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, 0x501,
+		      0);
+	f = fo_last(R2CC_CTRL_FAILOVER);
+	cr_assert(f && !(f->failover.flags & R2CC_CTRL_FO_PSN_VALID),
+		  "refused");
+	cr_assert_eq(back.state, IBV_QPS_RTS, "on its standby");
+	cr_assert_eq(prim.state, IBV_QPS_ERR);
+}
