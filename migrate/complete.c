@@ -149,6 +149,7 @@ static int stash_behind(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 {
 	int idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode), i;
+	const struct r2cc_sendlog_ent *me;
 	int keep = 1;
 
 	if (idx < 0) {
@@ -156,8 +157,12 @@ static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 				 idx);
 		return behind ? stash_behind(mq, mq->scq, wc) : 1;
 	}
-	if ((idx > 0 && done_before(mq, (uint32_t)idx)) || behind)
+	me = r2cc_sendlog_peek(mq->slog, (uint32_t)idx);
+	if (((idx > 0 && done_before(mq, (uint32_t)idx)) || behind) &&
+	    me->signaled)
 		keep = stash_behind(mq, mq->scq, wc);
+	if (!me->signaled)
+		keep = 0; /* a forced one's: the program did not ask */
 	for (i = 0; i <= idx; i++) {
 		const struct r2cc_sendlog_ent *e =
 			r2cc_sendlog_peek(mq->slog, (uint32_t)i);

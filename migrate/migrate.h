@@ -95,6 +95,9 @@ struct r2cc_sendlog_ent {
 	uint32_t first_psn;
 	uint32_t npkts;
 	bool signaled; /* IBV_SEND_SIGNALED or sq_sig_all */
+	/* Replayed signaled by r2cc though the program did not ask: its
+	 * completion is r2cc's alone (r2cc_sendlog_replay()) */
+	bool forced;
 	bool reread; /* a READ the peer executed, replayed for its data */
 	enum r2cc_sendlog_disp disp;
 };
@@ -142,8 +145,8 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr);
  * @log: the log
  * @wr_id: wc->wr_id
  * @opcode: wc->opcode
- * RC completes in order, so it is the oldest signaled entry not DONE; its
- * wr_id and opcode must agree (wr_ids may repeat).
+ * RC completes in order, so it is the oldest signaled (or forced) entry
+ * not DONE; its wr_id and opcode must agree (wr_ids may repeat).
  * Return: its index (0 = oldest), -ENOENT (none) or -EPROTO (mismatch).
  */
 int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
@@ -185,7 +188,10 @@ struct r2cc_replay {
  * partial WRITE rewrites identical bytes, a partial SEND lands again in
  * the receive the peer re-posts. A 0-PSN WR (LOCAL_INV, BIND_MW) is DONE
  * only if the WR after it started. Walk the entries with peek() to
- * complete DONE ones in order; the log stays frozen until start().
+ * complete DONE ones in order; the log stays frozen until start(). A
+ * reread the program did not signal, with a signaled DONE after it, is
+ * replayed signaled (forced): no completion would say it is done, and
+ * the DONE one must complete after it.
  * Return: 0, -ERANGE (@peer_rq_psn outside the outstanding PSNs), -EBUSY
  * (already replayed).
  */

@@ -223,6 +223,7 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
 	e->first_psn = log->next_psn;
 	e->npkts = (uint32_t)n;
 	e->signaled = log->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->forced = false;
 	e->reread = false;
 	e->disp = R2CC_SL_NEW;
 	log->next_psn = r2cc_psn_add(log->next_psn, (uint32_t)n);
@@ -241,7 +242,7 @@ int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
 	for (i = 0; i < log->count; i++) {
 		e = at(log, i);
 		/* DONE entries were never posted where this came from */
-		if (!e->signaled || e->disp == R2CC_SL_DONE)
+		if ((!e->signaled && !e->forced) || e->disp == R2CC_SL_DONE)
 			continue;
 		if (e->wr.wr_id != wr_id ||
 		    r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
@@ -338,6 +339,27 @@ static void account(struct r2cc_sendlog *log, struct r2cc_sendlog_ent *e,
 	}
 }
 
+/* A signaled DONE entry after the last REPLAY one completes once that
+ * does; if the program did not signal it, nothing would say so: it is
+ * replayed signaled (forced) */
+static void force_last(struct r2cc_sendlog *log)
+{
+	struct r2cc_sendlog_ent *e, *last = NULL;
+	uint32_t i;
+
+	for (i = 0; i < log->count; i++) {
+		e = at(log, i);
+		if (e->disp == R2CC_SL_REPLAY) {
+			last = e;
+		} else if (last && !last->signaled && e->signaled &&
+			   e->disp == R2CC_SL_DONE) {
+			last->forced = true;
+			last->wr.send_flags |= IBV_SEND_SIGNALED;
+			return;
+		}
+	}
+}
+
 int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 			struct r2cc_replay *res)
 {
@@ -371,6 +393,7 @@ int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		account(log, e, was, res);
 		eoff += e->npkts;
 	}
+	force_last(log);
 	log->frozen = true;
 	return 0;
 }

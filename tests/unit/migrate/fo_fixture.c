@@ -24,8 +24,10 @@ int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 
 	(void)bad;
 	for (; wr; wr = wr->next) {
-		if (f->nsent < MAXW)
+		if (f->nsent < MAXW) {
+			f->flags[f->nsent] = wr->send_flags;
 			f->sent[f->nsent++] = wr->wr_id;
+		}
 		f->last_rkey = wr->wr.rdma.rkey;
 	}
 	return 0;
@@ -351,12 +353,17 @@ void teardown(void)
 /* A signaled WR of @op, 100 bytes (one packet). */
 void post_op(uint64_t wr_id, enum ibv_wr_opcode op)
 {
+	post_flags(wr_id, op, IBV_SEND_SIGNALED);
+}
+
+void post_flags(uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags)
+{
 	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
 	struct ibv_send_wr wr = { .wr_id = wr_id,
 				  .sg_list = &sge,
 				  .num_sge = 1,
 				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED },
+				  .send_flags = flags },
 			   *bad;
 
 	wr.wr.rdma.remote_addr = 0x2000;

@@ -22,6 +22,7 @@
 struct fake_qp {
 	struct ibv_qp qp; /* first: the ops get &qp */
 	uint64_t sent[MAXW], recvd[MAXW];
+	unsigned int flags[MAXW]; /* of each sent WR */
 	int nsent, nrecv;
 	enum ibv_qp_state state;
 	uint32_t sq_psn; /* as the last RTS set it */
@@ -100,6 +101,8 @@ void teardown(void);
 void peer_moves(uint32_t qpn, uint32_t psn, uint64_t recvs, bool taken);
 /* A signaled WR of @op (or a SEND), 100 bytes, posted through r2cc */
 void post_op(uint64_t wr_id, enum ibv_wr_opcode op);
+/* The same with @flags (IBV_SEND_*) */
+void post_flags(uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags);
 void post(uint64_t wr_id);
 /* The peer's FAILOVER or FAILOVER_ACK, for a move of reason @why */
 void peer_says_why(uint8_t type, uint8_t why, bool valid, uint32_t rq_psn,

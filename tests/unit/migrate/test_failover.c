@@ -274,6 +274,38 @@ static void moved_back_behind_a_reread(void)
 		     "nothing completes before the READ");
 }
 
+/*
+ * The program's unsignaled READ and signaled SEND, both executed by the
+ * peer: the READ is read again on the backup, posted signaled (nothing
+ * else would say it is done), its completion hidden, and then the SEND
+ * completes - not before, and the job does not wait for ever (lab: scale,
+ * 27 QPs of 1024 stuck with both WRs uncompleted).
+ */
+Test(failover, an_unsignaled_reread_completes_the_send_behind_it, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+	struct ibv_wc wc[8];
+	int n;
+
+	r2cc_mig_test_peer_mr(PEER, 1, 9, 0x10009); /* the READ's rkey */
+	post_flags(1, IBV_WR_RDMA_READ, 0); /* PSN 0x500 */
+	post(2); /* 0x501 */
+	peer_moves(PEER_QPN, 0x502, 0, false);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	cr_assert_eq(back.nsent, 1, "only the READ replays");
+	cr_assert_eq(back.sent[0], 1);
+	cr_assert(back.flags[0] & IBV_SEND_SIGNALED, "posted signaled");
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, wc), 0,
+		     "the SEND waits for the READ");
+	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, back.qp.qp_num);
+	n = r2cc_mig_poll_more(mc, 8, wc);
+	n += r2cc_mig_poll_more(mc, 8, wc + n);
+	cr_assert_eq(n, 1, "the READ's own completion hidden");
+	cr_assert_eq(wc[0].wr_id, 2);
+	cr_assert_eq(wc[0].opcode, IBV_WC_SEND);
+	cr_assert_eq(wc[0].status, IBV_WC_SUCCESS);
+}
+
 /* The poll queues in the stash already (something was pushed since it
  * began): the READ goes there before the WRITE and SEND after it. */
 Test(failover, a_reread_queued_behind_comes_before_the_work_after_it,

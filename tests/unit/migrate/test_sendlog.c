@@ -516,6 +516,43 @@ Test(sendlog, replay_freezes_then_start_moves_to_backup, .timeout = 5)
 	r2cc_sendlog_free(log);
 }
 
+/*
+ * An unsignaled READ the peer executed, then a signaled SEND it executed:
+ * the READ is re-read, the SEND done. Nothing the program asked for would
+ * say the READ is done, and the SEND completes after it: the READ is
+ * replayed signaled (forced), and its completion matches. Without a
+ * signaled DONE after it, it stays as the program posted it.
+ */
+Test(sendlog, an_unsignaled_reread_before_a_signaled_done_is_forced,
+     .timeout = 5)
+{
+	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
+	struct r2cc_replay res;
+
+	r2cc_sendlog_start(log, 0x100, 1024);
+	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 1, 64, 0), 0);
+	cr_assert_eq(post(log, IBV_WR_SEND, 2, 64, SIG), 0);
+	cr_assert_eq(r2cc_sendlog_replay(log, 0x102, &res), 0);
+	cr_assert_eq(res.nreplay, 1);
+	cr_assert_eq(res.nreread, 1);
+	cr_assert_eq(res.nskipped, 1);
+	cr_assert(ent(log, 0)->forced);
+	cr_assert_not(ent(log, 0)->signaled, "the program's view kept");
+	cr_assert(res.first->send_flags & IBV_SEND_SIGNALED, "posted signaled");
+	cr_assert_eq(r2cc_sendlog_start(log, 0x500, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_match(log, 1, IBV_WC_RDMA_READ), 0);
+	r2cc_sendlog_free(log);
+
+	log = r2cc_sendlog_new(8, 1, 0, false);
+	r2cc_sendlog_start(log, 0x100, 1024);
+	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 1, 64, 0), 0);
+	cr_assert_eq(post(log, IBV_WR_SEND, 2, 64, 0), 0);
+	cr_assert_eq(r2cc_sendlog_replay(log, 0x102, &res), 0);
+	cr_assert_not(ent(log, 0)->forced, "no signaled DONE after it");
+	cr_assert_not(res.first->send_flags & IBV_SEND_SIGNALED);
+	r2cc_sendlog_free(log);
+}
+
 Test(sendlog, lost_atomic_must_be_retired_before_start, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(16, 1, 0, false);
