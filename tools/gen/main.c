@@ -145,11 +145,13 @@ void gen_report_qps(const struct gen *g)
 		printf("r2cc-gen: qp=%d qpn=%u send=%" PRIu64
 		       " send_imm=%" PRIu64 " write=%" PRIu64
 		       " write_imm=%" PRIu64 " read=%" PRIu64 " recv=%" PRIu64
-		       " bytes=%" PRIu64 "\n",
+		       " bytes=%" PRIu64 " unretired=%" PRIu64
+		       " unverified=%u\n",
 		       i, q->qp->qp_num, q->wrs[GEN_WS_SEND],
 		       q->wrs[GEN_WS_SEND_IMM], q->wrs[GEN_WS_WRITE],
 		       q->wrs[GEN_WS_WRITE_IMM], q->wrs[GEN_WS_READ],
-		       q->rposted, q->wr_bytes);
+		       q->rposted, q->wr_bytes, q->sq.posted - q->sq.retired,
+		       q->tposted - q->tacked);
 	}
 	fflush(stdout);
 }
