@@ -142,6 +142,23 @@ static int other_open(uint64_t peer, int i)
 	return -1;
 }
 
+/* An open channel ends: which, between which addresses (a channel over
+ * a rail dies with it), and whether the peer has another. */
+static void say_closed(const struct conn *c)
+{
+	struct sockaddr_in a = { 0 }, b = { 0 };
+	socklen_t la = sizeof(a), lb = sizeof(b);
+	char sa[INET_ADDRSTRLEN] = "?", sb[INET_ADDRSTRLEN] = "?";
+
+	if (!getsockname(c->fd, (struct sockaddr *)&a, &la))
+		inet_ntop(AF_INET, &a.sin_addr, sa, sizeof(sa));
+	if (!getpeername(c->fd, (struct sockaddr *)&b, &lb))
+		inet_ntop(AF_INET, &b.sin_addr, sb, sizeof(sb));
+	r2cc_info("control channel to %016llx (%s -> %s) closed%s",
+		  (unsigned long long)c->peer, sa, sb,
+		  c->out_off < c->out_len ? " with frames unsent" : "");
+}
+
 void chan_conn_close(int i)
 {
 	struct conn *c = cs.conns[i];
@@ -150,8 +167,10 @@ void chan_conn_close(int i)
 	if (c->role == C_FREE)
 		return;
 	r2cc_dbg("control connection %d (role %d) closed", i, c->role);
-	close(c->fd);
 	p = c->role == C_OPEN ? chan_peer_find(c->peer) : NULL;
+	if (p && cs.running)
+		say_closed(c);
+	close(c->fd);
 	if (p && p->conn == i)
 		p->conn = other_open(p->id, i);
 	/* What either end had not read on it is gone (ours by the close,
@@ -589,10 +608,19 @@ void chan_expire(uint64_t now)
 		    now < c->deadline_ns)
 			continue;
 		if (c->role == C_HELLO && c->res >= 0) {
+			struct res *x = cs.res[c->res];
 			int r = c->res;
 
 			c->res = -1;
 			chan_conn_close(i);
+			/* A management address that took the call but did not
+			 * answer in time is slow (a busy owner), not gone:
+			 * asked again before a rail's, whose channel would die
+			 * with the rail */
+			if (x->next > 0 &&
+			    x->addr[x->next - 1].rail == R2CC_CTRL_RAIL_MGMT &&
+			    x->slow++ < MIG_CHAN_MGMT_TRIES - 1)
+				x->next--;
 			chan_res_next_addr(r);
 			continue;
 		}
