@@ -339,10 +339,10 @@ static void account(struct r2cc_sendlog *log, struct r2cc_sendlog_ent *e,
 	}
 }
 
-/* A signaled DONE entry after the last REPLAY one completes once that
- * does; if the program did not signal it, nothing would say so: it is
+/* A signaled DONE entry completes once the REPLAY one before it does;
+ * if the program did not signal that one, nothing would say so: it is
  * replayed signaled (forced) */
-static void force_last(struct r2cc_sendlog *log)
+static void force_signals(struct r2cc_sendlog *log)
 {
 	struct r2cc_sendlog_ent *e, *last = NULL;
 	uint32_t i;
@@ -355,7 +355,6 @@ static void force_last(struct r2cc_sendlog *log)
 			   e->disp == R2CC_SL_DONE) {
 			last->forced = true;
 			last->wr.send_flags |= IBV_SEND_SIGNALED;
-			return;
 		}
 	}
 }
@@ -393,7 +392,7 @@ int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		account(log, e, was, res);
 		eoff += e->npkts;
 	}
-	force_last(log);
+	force_signals(log);
 	log->frozen = true;
 	return 0;
 }

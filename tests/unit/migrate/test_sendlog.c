@@ -551,6 +551,19 @@ Test(sendlog, an_unsignaled_reread_before_a_signaled_done_is_forced,
 	cr_assert_not(ent(log, 0)->forced, "no signaled DONE after it");
 	cr_assert_not(res.first->send_flags & IBV_SEND_SIGNALED);
 	r2cc_sendlog_free(log);
+
+	/* Two such pairs: each READ before its SEND */
+	log = r2cc_sendlog_new(8, 1, 0, false);
+	r2cc_sendlog_start(log, 0x100, 1024);
+	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 1, 64, 0), 0);
+	cr_assert_eq(post(log, IBV_WR_SEND, 2, 64, SIG), 0);
+	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 3, 64, 0), 0);
+	cr_assert_eq(post(log, IBV_WR_SEND, 4, 64, SIG), 0);
+	cr_assert_eq(r2cc_sendlog_replay(log, 0x104, &res), 0);
+	cr_assert_eq(res.nreplay, 2);
+	cr_assert(ent(log, 0)->forced);
+	cr_assert(ent(log, 2)->forced);
+	r2cc_sendlog_free(log);
 }
 
 Test(sendlog, lost_atomic_must_be_retired_before_start, .timeout = 5)
