@@ -17,10 +17,6 @@
 #include "ctrl_msg.h"
 
 #define MIG_CHAN_STEP_MS 2000 /* bound of each connect / reply wait */
-/* A management address that takes the call but answers no HELLO within
- * the step is asked up to this many times in all (a busy owner) before
- * a rail's address: a channel over a rail dies with the rail */
-#define MIG_CHAN_MGMT_TRIES 3
 /* Budgets past which the channel refuses, says so once and counts
  * (struct r2cc_chan_stats): peer processes remembered (each keeps its
  * replay window), resolves waiting or under way, connections (also at

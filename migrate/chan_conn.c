@@ -608,19 +608,10 @@ void chan_expire(uint64_t now)
 		    now < c->deadline_ns)
 			continue;
 		if (c->role == C_HELLO && c->res >= 0) {
-			struct res *x = cs.res[c->res];
 			int r = c->res;
 
 			c->res = -1;
 			chan_conn_close(i);
-			/* A management address that took the call but did not
-			 * answer in time is slow (a busy owner), not gone:
-			 * asked again before a rail's, whose channel would die
-			 * with the rail */
-			if (x->next > 0 &&
-			    x->addr[x->next - 1].rail == R2CC_CTRL_RAIL_MGMT &&
-			    x->slow++ < MIG_CHAN_MGMT_TRIES - 1)
-				x->next--;
 			chan_res_next_addr(r);
 			continue;
 		}

@@ -73,7 +73,6 @@ struct res {
 	struct r2cc_ctrl_qp_ref q;
 	uint64_t owner;
 	int naddr, next; /* the owner's addresses, the next to try */
-	int slow; /* management addresses that answered no HELLO in time */
 	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
 };
 
