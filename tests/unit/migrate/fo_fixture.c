@@ -454,6 +454,30 @@ const struct r2cc_ctrl_msg *fo_last(uint8_t type)
 	return NULL;
 }
 
+void fo_peer_fb(uint8_t phase, uint8_t flags, uint32_t psn)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_FAILBACK;
+	m.failback.qpn = PEER_QPN;
+	m.failback.phase = phase;
+	m.failback.flags = flags;
+	m.failback.psn = psn;
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+void fo_on_the_standby(void)
+{
+	post_op(1, IBV_WR_SEND);
+	fo_rail_down(0);
+	peer_moves(PEER_QPN, 0x500, 0, false);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
+	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
+	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+}
+
 void fo_rail_down(int rail)
 {
 	r2cc_health_report(rail, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);

@@ -116,6 +116,11 @@ int primary_wc(uint64_t wr_id, enum ibv_wc_status st);
 void fo_rails(void);
 /* The last message of @type captured, or NULL */
 const struct r2cc_ctrl_msg *fo_last(uint8_t type);
+/* The peer's FAILBACK of @phase (R2CC_CTRL_FB_*) for our QP */
+void fo_peer_fb(uint8_t phase, uint8_t flags, uint32_t psn);
+/* WR 1 posted, rail 0 lost, the peer's move: on the standby (rail 1),
+ * WR 1 done there; rail 0 up again (known up, no event yet) */
+void fo_on_the_standby(void);
 /* @rail's carrier lost: the event, then a tick */
 void fo_rail_down(int rail);
 

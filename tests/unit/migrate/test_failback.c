@@ -27,40 +27,13 @@ static void fb_setup(void)
 	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
 }
 
-/* The peer's FAILBACK of @phase for our QP */
-static void peer_fb(uint8_t phase, uint8_t flags, uint32_t psn)
-{
-	struct r2cc_ctrl_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_FAILBACK;
-	m.failback.qpn = PEER_QPN;
-	m.failback.phase = phase;
-	m.failback.flags = flags;
-	m.failback.psn = psn;
-	r2cc_mig_test_peer_says(PEER, &m);
-}
-
-/* Failed over to the standby on rail 1 (WR 1 replayed there and done),
- * rail 0 up again: the QP can move back. */
-static void on_the_standby(void)
-{
-	post_op(1, IBV_WR_SEND);
-	fo_rail_down(0);
-	peer_moves(PEER_QPN, 0x500, 0, false);
-	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
-	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
-	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
-	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
-}
-
 /* A round: the peer proposes (its backup failed: no hold), ours follows
  * at once, both primaries recycle; our READY goes out. Its PSN. */
 static uint32_t round_begun(void)
 {
 	const struct r2cc_ctrl_msg *r;
 
-	peer_fb(R2CC_CTRL_FB_PROPOSE, R2CC_CTRL_FB_URGENT, PEER_PSN);
+	fo_peer_fb(R2CC_CTRL_FB_PROPOSE, R2CC_CTRL_FB_URGENT, PEER_PSN);
 	r = fo_last(R2CC_CTRL_FAILBACK);
 	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_READY, "READY sent");
 	cr_assert_eq(prim.state, IBV_QPS_RTS, "the primary recycled");
@@ -98,14 +71,28 @@ static void moved_back(uint32_t psn)
 	cr_assert_eq(prim.sent[prim.nsent - 1], 2, "WR 2 on the primary");
 }
 
+/* The peer moves back on no round of ours: refused, still on the
+ * standby. */
+static void refused(void)
+{
+	const struct r2cc_ctrl_msg *f;
+
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, 0x501,
+		      0);
+	f = fo_last(R2CC_CTRL_FAILOVER);
+	cr_assert(f && !(f->failover.flags & R2CC_CTRL_FO_PSN_VALID),
+		  "refused");
+	cr_assert_eq(back.state, IBV_QPS_RTS, "on its standby");
+}
+
 Test(failback, both_ready_move_back, .init = fb_setup, .fini = teardown,
      .timeout = 10)
 {
 	uint32_t psn;
 
-	on_the_standby();
+	fo_on_the_standby();
 	psn = round_begun();
-	peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
+	fo_peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
 	cr_assert_eq(back.state, IBV_QPS_ERR, "both READY: the standby fenced");
 	peer_moves_back();
 	moved_back(psn);
@@ -118,7 +105,7 @@ Test(failback, a_move_back_without_the_peers_ready_is_joined, .init = fb_setup,
 {
 	uint32_t psn;
 
-	on_the_standby();
+	fo_on_the_standby();
 	psn = round_begun();
 	peer_moves_back();
 	moved_back(psn);
@@ -132,14 +119,14 @@ Test(failback, a_round_given_up_here_is_joined_when_the_peer_moves,
 {
 	uint32_t psn;
 
-	on_the_standby();
+	fo_on_the_standby();
 	psn = round_begun();
 	r2cc_mig_test_fb_ago(mq, MIG_FENCE_BOUND_MS + 1000);
 	r2cc_mig_tick();
 	cr_assert_eq(prim.state, IBV_QPS_ERR, "given up: the primary in ERR");
 	cr_assert_eq(back.state, IBV_QPS_RTS, "still on the standby");
 	prim.rq_psn = prim.sq_psn = 0;
-	peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
+	fo_peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
 	cr_assert_eq(back.state, IBV_QPS_RTS, "a stale READY moves nothing");
 	peer_moves_back();
 	moved_back(psn);
@@ -151,15 +138,8 @@ Test(failback, a_round_given_up_here_is_joined_when_the_peer_moves,
 Test(failback, a_move_back_on_no_round_is_refused, .init = fb_setup,
      .fini = teardown, .timeout = 10)
 {
-	const struct r2cc_ctrl_msg *f;
-
-	on_the_standby();
-	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, 0x501,
-		      0);
-	f = fo_last(R2CC_CTRL_FAILOVER);
-	cr_assert(f && !(f->failover.flags & R2CC_CTRL_FO_PSN_VALID),
-		  "refused");
-	cr_assert_eq(back.state, IBV_QPS_RTS, "on its standby");
+	fo_on_the_standby();
+	refused();
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
 }
 
@@ -168,19 +148,12 @@ Test(failback, a_move_back_on_no_round_is_refused, .init = fb_setup,
 Test(failback, a_round_the_peer_proposed_past_is_not_joined, .init = fb_setup,
      .fini = teardown, .timeout = 10)
 {
-	const struct r2cc_ctrl_msg *f;
-
-	on_the_standby();
+	fo_on_the_standby();
 	round_begun();
 	r2cc_mig_test_fb_ago(mq, MIG_FENCE_BOUND_MS + 1000);
 	r2cc_mig_tick();
 	cr_assert_eq(prim.state, IBV_QPS_ERR, "given up");
-	peer_fb(R2CC_CTRL_FB_PROPOSE, 0, PEER_PSN + 1); /* refused: hold */
-	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, 0x501,
-		      0);
-	f = fo_last(R2CC_CTRL_FAILOVER);
-	cr_assert(f && !(f->failover.flags & R2CC_CTRL_FO_PSN_VALID),
-		  "refused");
-	cr_assert_eq(back.state, IBV_QPS_RTS, "on its standby");
+	fo_peer_fb(R2CC_CTRL_FB_PROPOSE, 0, PEER_PSN + 1); /* refused: hold */
+	refused();
 	cr_assert_eq(prim.state, IBV_QPS_ERR);
 }

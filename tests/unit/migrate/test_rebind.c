@@ -187,15 +187,7 @@ Test(rebind, a_move_onto_a_rail_that_dies_is_abandoned, .init = rebind_setup,
 /* The peer's REARM for our QP: its standby's first PSN @psn. */
 static void peer_rearms(uint32_t psn, uint8_t flags)
 {
-	struct r2cc_ctrl_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_FAILBACK;
-	m.failback.qpn = PEER_QPN;
-	m.failback.phase = R2CC_CTRL_FB_REARM;
-	m.failback.flags = flags;
-	m.failback.psn = psn;
-	r2cc_mig_test_peer_says(PEER, &m);
+	fo_peer_fb(R2CC_CTRL_FB_REARM, flags, psn);
 }
 
 /*
@@ -209,13 +201,7 @@ static void moved_back_with_standby_rail_down(void)
 	uint32_t psn;
 	int n;
 
-	post_op(1, IBV_WR_SEND);
-	fo_rail_down(0);
-	peer_moves(PEER_QPN, 0x500, 0, false);
-	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
-	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
-	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
-	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	fo_on_the_standby();
 	r2cc_health_report(1, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
 	r2cc_mig_test_move_back(mq, 0x900);
 	psn = (back.sq_psn + 1) & 0xffffff; /* the peer executed WR 1 */
@@ -247,12 +233,7 @@ Test(rebind, a_moved_back_primary_that_only_flushes_fails_over,
 	uint32_t psn;
 	int n;
 
-	post_op(1, IBV_WR_SEND);
-	fo_rail_down(0);
-	peer_moves(PEER_QPN, 0x500, 0, false);
-	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
-	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
-	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	fo_on_the_standby();
 	r2cc_mig_test_move_back(mq, 0x900);
 	psn = (back.sq_psn + 1) & 0xffffff; /* the peer executed WR 1 */
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
