@@ -159,11 +159,11 @@ static void bind_or_give_up(struct r2cc_mig_qp *mq)
 	r2cc_mig_unprotected(mq, why);
 }
 
-static struct node_seen *node_find(const uint8_t gid[16])
+struct node_seen *r2cc_mig_node_find(const uint8_t gid[16])
 {
-	unsigned int i, n = ps.nnodes < MAX_NODES ? ps.nnodes : MAX_NODES;
+	unsigned int i;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < ps.nnodes; i++)
 		if (!memcmp(ps.nodes[i].gid, gid, 16))
 			return &ps.nodes[i];
 	return NULL;
@@ -171,15 +171,31 @@ static struct node_seen *node_find(const uint8_t gid[16])
 
 /* The control plane learned whether @gid's node runs r2cc (ps.lock held):
  * remember it (the latest word wins) and wake r2cc_mig_peer_runs(). */
-static void node_seen(const uint8_t gid[16], bool r2cc)
+void r2cc_mig_node_seen(const uint8_t gid[16], bool r2cc)
 {
-	struct node_seen *n = node_find(gid);
+	struct node_seen *n = r2cc_mig_node_find(gid), *v;
+	unsigned int cap;
 
-	if (!n) {
-		n = &ps.nodes[ps.nnodes++ % MAX_NODES];
+	if (!n && ps.nnodes == ps.nodes_cap) {
+		cap = ps.nodes_cap ? 2 * ps.nodes_cap : 64;
+		v = reallocarray(ps.nodes, cap, sizeof(*v));
+		if (v) {
+			ps.nodes = v;
+			ps.nodes_cap = cap;
+		} else if (!ps.nodes_said) {
+			/* (its QPs wait for the word again, bounded) */
+			ps.nodes_said = true;
+			r2cc_warn("no memory to remember more than %u peer "
+				  "nodes' r2cc",
+				  ps.nnodes);
+		}
+	}
+	if (!n && ps.nnodes < ps.nodes_cap) {
+		n = &ps.nodes[ps.nnodes++];
 		memcpy(n->gid, gid, 16);
 	}
-	n->r2cc = r2cc;
+	if (n)
+		n->r2cc = r2cc;
 	pthread_cond_broadcast(&ps.peer_cv);
 }
 
@@ -208,13 +224,13 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 	pthread_mutex_lock(&mq->lock);
 	if (mq->state != R2CC_PROT_BINDING)
 		goto out;
-	if (!peer && (!(n = node_find(mq->dest_gid)) || n->r2cc) &&
+	if (!peer && (!(n = r2cc_mig_node_find(mq->dest_gid)) || n->r2cc) &&
 	    mq->resolves < MIG_RESOLVES && !resolve(mq)) {
 		r2cc_dbg("QP %#x: its peer not found, asked again (%u)",
 			 mq->qpn, mq->resolves);
 		goto out;
 	}
-	node_seen(mq->dest_gid, peer != 0);
+	r2cc_mig_node_seen(mq->dest_gid, peer != 0);
 	if (!peer) {
 		r2cc_mig_unprotected(mq,
 				     "the peer runs no r2cc, or its control "
@@ -343,7 +359,7 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		mq->peer = peer;
 	if (mq->peer != peer)
 		return; /* a bind from another process: not this QP's peer */
-	node_seen(mq->dest_gid, true);
+	r2cc_mig_node_seen(mq->dest_gid, true);
 	ok = agree_rail(mq, b, adopt);
 	if (ok) {
 		mq->peer_bind = *b;
@@ -484,7 +500,7 @@ bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms)
 			known = true;
 		} else if (mq->peer || st != R2CC_PROT_BINDING) {
 			known = yes = true;
-		} else if ((n = node_find(mq->dest_gid))) {
+		} else if ((n = r2cc_mig_node_find(mq->dest_gid))) {
 			known = true;
 			yes = n->r2cc;
 		}

@@ -39,7 +39,6 @@
  * peer's is known, peer_rq_psn before its FAILOVER */
 #define R2CC_PSN_NONE UINT32_MAX
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
-#define MAX_NODES 256 /* peer nodes whose r2cc is remembered */
 /* A resolve of a QP's peer that fails is asked again, up to this many
  * times in all, unless its node is known to run no r2cc (another QP's
  * resolves all failed): under load a step can miss its bound
@@ -284,12 +283,15 @@ struct r2cc_mig_state {
 	 * control thread (r2cc_mig_ring_ready()). */
 	struct ibv_comp_channel *ring_ch[R2CC_HEALTH_RAILS];
 	/* What the control plane last learned of each peer node (by GID):
-	 * does r2cc run there? A ring; r2cc_mig_peer_runs() reads it. */
+	 * does r2cc run there? Grown as nodes are seen (a GID each: a
+	 * rail-optimised job of 128 nodes x 8 rails has a thousand);
+	 * r2cc_mig_peer_runs() reads it. */
 	struct node_seen {
 		uint8_t gid[16];
 		bool r2cc;
-	} nodes[MAX_NODES];
-	unsigned int nnodes;
+	} * nodes;
+	unsigned int nnodes, nodes_cap;
+	bool nodes_said; /* no memory for one more: said once */
 	pthread_cond_t peer_cv; /* with lock: a QP's peer became known */
 };
 extern struct r2cc_mig_state ps;

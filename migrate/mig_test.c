@@ -149,6 +149,20 @@ void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 	pthread_mutex_unlock(&mq->lock);
 }
 
+int r2cc_mig_test_node(const uint8_t gid[16], int r2cc)
+{
+	const struct node_seen *n;
+	int ret;
+
+	pthread_mutex_lock(&ps.lock);
+	if (r2cc >= 0)
+		r2cc_mig_node_seen(gid, r2cc);
+	n = r2cc_mig_node_find(gid);
+	ret = n ? n->r2cc : -1;
+	pthread_mutex_unlock(&ps.lock);
+	return ret;
+}
+
 void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 {
 	pthread_mutex_lock(&mq->lock);

@@ -45,6 +45,9 @@ void r2cc_mig_test_bind_out(struct r2cc_mig_qp *mq, uint64_t peer,
 			    unsigned int binds, unsigned int ago_ms);
 /* @mq's move began (its fault) @ago_ms ago */
 void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
+/* @gid's node learned to run r2cc or not (@r2cc 0/1), or only asked
+ * (-1): what is remembered of it, -1 nothing */
+int r2cc_mig_test_node(const uint8_t gid[16], int r2cc);
 /* @mq's round of a move back began @ago_ms ago */
 void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
 /* @mq's resolve ended: @peer owns its peer QP (0: no r2cc there). */

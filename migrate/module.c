@@ -167,6 +167,9 @@ void r2cc_mig_stop(void)
 	r2cc_mig_ka_reset();
 	r2cc_probe_reset();
 	r2cc_mig_early_clear();
+	free(ps.nodes);
+	ps.nodes = NULL;
+	ps.nnodes = ps.nodes_cap = 0;
 	pthread_mutex_unlock(&ps.lock);
 }
 

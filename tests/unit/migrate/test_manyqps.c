@@ -5,7 +5,8 @@
  * every moved QP's completions reach the program, the standbys are armed
  * with the program's CQ, and a QP with much to deliver does not starve the
  * others; messages find their QP by index among many, also when QPNs
- * repeat across devices and peers. The peer is played as in
+ * repeat across devices and peers; whether r2cc runs on a peer node is
+ * kept for any number of nodes. The peer is played as in
  * test_failover.c (fo_fixture.c).
  */
 #include <criterion/criterion.h>
@@ -277,4 +278,30 @@ Test(manyqps, freed_qps_are_freed_for_good_a_ring_and_a_second_later,
 		cr_assert_lt(after, before + 64 * 1024,
 			     "%zu bytes more after %d QPs made and freed",
 			     after - before, MIG_RETIRED);
+}
+
+/* Whether a peer node runs r2cc is kept for every node seen: a job of 128
+ * nodes on 8 rails has a thousand peer GIDs (a ring of 256 forgot the
+ * oldest, whose QPs then waited for the word again). */
+Test(manyqps, every_peer_nodes_r2cc_is_remembered, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+	uint8_t gid[16] = { [10] = 0xff, [11] = 0xff };
+	int i;
+
+	for (i = 0; i < 1024; i++) {
+		gid[14] = (uint8_t)(i >> 8);
+		gid[15] = (uint8_t)i;
+		cr_assert_eq(r2cc_mig_test_node(gid, -1), -1, "new: unknown");
+		cr_assert_eq(r2cc_mig_test_node(gid, i % 3 != 0), i % 3 != 0);
+	}
+	for (i = 0; i < 1024; i++) {
+		gid[14] = (uint8_t)(i >> 8);
+		gid[15] = (uint8_t)i;
+		cr_assert_eq(r2cc_mig_test_node(gid, -1), i % 3 != 0,
+			     "node %d forgotten", i);
+	}
+	gid[15] = 7;
+	gid[14] = 0;
+	cr_assert_eq(r2cc_mig_test_node(gid, 0), 0, "the latest word wins");
 }
