@@ -7,22 +7,22 @@
  * one is due. A path is probed for one of two askers, each with its own
  * entry: failback.c (has it healed? a clean streak, backing off while
  * dark) and keepalive.c (is it still there? one every period, counting
- * the misses in a row).
+ * the misses in a row). The table grows as paths are asked about and is
+ * found by a hash of (source, destination, port, asker); a failback
+ * path nobody asked about for MIG_PROBE_IDLE_MS is forgotten.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "probe.h"
 
-#define MAX_PATHS 256
-
 struct path {
-	bool used;
 	uint32_t src, dst; /* IPv4, network order */
 	uint16_t port;
 	int fd; /* in flight, or -1 */
@@ -36,9 +36,80 @@ struct path {
 	uint32_t every_ms; /* keepalive: the period */
 	uint64_t oks; /* keepalive: handshakes through */
 	uint32_t fail_row; /* keepalive: unanswered in a row since */
+	uint64_t asked_ns; /* failback: when it was last asked about */
 };
 
-static struct path paths[MAX_PATHS];
+/* The paths (n of them, room for cap) and their index: path + 1, or 0
+ * (empty), mask + 1 slots, at most half full */
+static struct {
+	struct path *v;
+	unsigned int n, cap;
+	uint32_t *idx;
+	uint32_t mask;
+} pt;
+
+static uint32_t hash(uint32_t src, uint32_t dst, uint16_t port, bool keep)
+{
+	uint64_t h = ((uint64_t)src << 32 | dst) * 0x9e3779b97f4a7c15ULL;
+
+	h ^= ((uint64_t)port << 1 | keep) * 0xc2b2ae3d27d4eb4fULL;
+	return (uint32_t)(h >> 32);
+}
+
+static bool is(const struct path *p, uint32_t src, uint32_t dst, uint16_t port,
+	       bool keep)
+{
+	return p->src == src && p->dst == dst && p->port == port &&
+	       p->keep == keep;
+}
+
+/* The index slot of the key: its path's, or the empty one */
+static uint32_t *slot(uint32_t src, uint32_t dst, uint16_t port, bool keep)
+{
+	uint32_t i = hash(src, dst, port, keep) & pt.mask;
+
+	while (pt.idx[i] && !is(&pt.v[pt.idx[i] - 1], src, dst, port, keep))
+		i = (i + 1) & pt.mask;
+	return &pt.idx[i];
+}
+
+/* The index made again for the paths there are, with room for @want (at
+ * most half full): 0, or -ENOMEM. One big enough is reused when a new
+ * one cannot be had, so a path forgotten always finds room. */
+static int reindex(unsigned int want)
+{
+	uint32_t slots = 64, *idx = NULL;
+	unsigned int i;
+
+	while (slots < 2 * want)
+		slots *= 2;
+	if (!pt.idx || slots != pt.mask + 1)
+		idx = calloc(slots, sizeof(*idx));
+	if (idx) {
+		free(pt.idx);
+		pt.idx = idx;
+		pt.mask = slots - 1;
+	} else if (pt.idx && pt.mask + 1 >= 2 * want) {
+		memset(pt.idx, 0, (pt.mask + 1) * sizeof(*pt.idx));
+	} else {
+		return -ENOMEM;
+	}
+	for (i = 0; i < pt.n; i++) {
+		const struct path *p = &pt.v[i];
+
+		*slot(p->src, p->dst, p->port, p->keep) = i + 1;
+	}
+	return 0;
+}
+
+/* Path @i forgotten, its probe closed: the last one takes its place */
+static void forget(unsigned int i)
+{
+	if (pt.v[i].fd >= 0)
+		close(pt.v[i].fd);
+	pt.v[i] = pt.v[--pt.n];
+	reindex(pt.n);
+}
 
 /* ::ffff:a.b.c.d -> a.b.c.d (network order): 0, or -EAFNOSUPPORT */
 static int ipv4_of(const uint8_t gid[16], uint32_t *out)
@@ -115,14 +186,20 @@ static void start(struct path *p, uint64_t now)
 
 int r2cc_probe_poll(uint64_t now)
 {
-	int i, err, busy = 0;
+	unsigned int i;
+	int err, busy = 0;
 
-	for (i = 0; i < MAX_PATHS; i++) {
-		struct path *p = &paths[i];
+	for (i = 0; i < pt.n; i++) {
+		struct path *p = &pt.v[i];
 		struct pollfd pfd = { .fd = p->fd, .events = POLLOUT };
 		socklen_t len = sizeof(err);
 
-		if (!p->used || p->fd < 0)
+		if (!p->keep && p->fd < 0 && p->asked_ns < now &&
+		    now - p->asked_ns >= MIG_PROBE_IDLE_MS * 1000000ULL) {
+			forget(i--); /* (the last one is at @i now) */
+			continue;
+		}
+		if (p->fd < 0)
 			continue;
 		if (poll(&pfd, 1, 0) == 1) {
 			err = 0;
@@ -139,39 +216,44 @@ int r2cc_probe_poll(uint64_t now)
 	return busy;
 }
 
-/* The entry of (@sgid, @dgid, @port) for @keep's asker, made if new. */
+/* The entry of (@sgid, @dgid, @port) for @keep's asker, made if new:
+ * 0, -EAFNOSUPPORT, -ENOENT (none, not made) or -ENOSPC (no memory). */
 static int lookup(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t port,
 		  bool keep, bool make, struct path **out)
 {
-	struct path *p = NULL, *free_slot = NULL;
-	uint32_t src, dst;
-	int i;
+	struct path *p, *v;
+	uint32_t src, dst, *sl;
+	unsigned int cap;
 
+	*out = NULL;
 	if (ipv4_of(sgid, &src) || ipv4_of(dgid, &dst))
 		return -EAFNOSUPPORT;
-	for (i = 0; i < MAX_PATHS && !p; i++) {
-		if (!paths[i].used) {
-			if (!free_slot)
-				free_slot = &paths[i];
-		} else if (paths[i].src == src && paths[i].dst == dst &&
-			   paths[i].port == port && paths[i].keep == keep) {
-			p = &paths[i];
-		}
+	if (pt.idx && *(sl = slot(src, dst, port, keep))) {
+		*out = &pt.v[*sl - 1];
+		return 0;
 	}
-	if (!p && make) {
-		if (!free_slot)
+	if (!make)
+		return -ENOENT;
+	if (pt.n == pt.cap) {
+		cap = pt.cap ? 2 * pt.cap : 16;
+		v = reallocarray(pt.v, cap, sizeof(*v));
+		if (!v)
 			return -ENOSPC;
-		p = free_slot;
-		memset(p, 0, sizeof(*p));
-		p->used = true;
-		p->src = src;
-		p->dst = dst;
-		p->port = port;
-		p->keep = keep;
-		p->fd = -1;
+		pt.v = v;
+		pt.cap = cap;
 	}
+	if ((!pt.idx || 2 * (pt.n + 1) > pt.mask + 1) && reindex(pt.n + 1))
+		return -ENOSPC;
+	p = &pt.v[pt.n];
+	memset(p, 0, sizeof(*p));
+	p->src = src;
+	p->dst = dst;
+	p->port = port;
+	p->keep = keep;
+	p->fd = -1;
+	*slot(src, dst, port, keep) = ++pt.n;
 	*out = p;
-	return p ? 0 : -ENOENT;
+	return 0;
 }
 
 int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
@@ -183,6 +265,7 @@ int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
 
 	if (ret)
 		return ret;
+	p->asked_ns = now_ns;
 	if (!p->gap0_ms)
 		p->gap_ms = p->gap0_ms = gap_ms ? gap_ms : 1000;
 	if (p->ok_ns > since_ns)
@@ -218,20 +301,18 @@ void r2cc_probe_keep_end(const uint8_t sgid[16], const uint8_t dgid[16],
 {
 	struct path *p;
 
-	if (lookup(sgid, dgid, port, true, false, &p))
-		return;
-	if (p->fd >= 0)
-		close(p->fd);
-	p->used = false;
+	if (!lookup(sgid, dgid, port, true, false, &p))
+		forget((unsigned int)(p - pt.v));
 }
 
 void r2cc_probe_reset(void)
 {
-	int i;
+	unsigned int i;
 
-	for (i = 0; i < MAX_PATHS; i++) {
-		if (paths[i].used && paths[i].fd >= 0)
-			close(paths[i].fd);
-		paths[i].used = false;
-	}
+	for (i = 0; i < pt.n; i++)
+		if (pt.v[i].fd >= 0)
+			close(pt.v[i].fd);
+	free(pt.v);
+	free(pt.idx);
+	memset(&pt, 0, sizeof(pt));
 }

@@ -29,6 +29,8 @@
 #define MIG_PROBE_CLEAN_MS 500
 /* The longest wait between probes of a path that stays dark */
 #define MIG_PROBE_MAX_GAP_MS 60000
+/* A path failback asked nothing about for this long is forgotten */
+#define MIG_PROBE_IDLE_MS 600000
 
 /**
  * r2cc_probe_path() - has the path from @sgid to @dgid (RoCE v2 GIDs of
@@ -37,8 +39,8 @@
  * one is due (the first at once; after a clean one MIG_PROBE_EVERY_MS;
  * after a failure @gap_ms, doubling up to MIG_PROBE_MAX_GAP_MS).
  * @port: the peer's r2cc port (host order)
- * Return: 1 yes, 0 not yet, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (too
- * many paths probed at once), -errno (no socket).
+ * Return: 1 yes, 0 not yet, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (no
+ * memory for one more path), -errno (no socket).
  */
 int r2cc_probe_path(const uint8_t sgid[16], const uint8_t dgid[16],
 		    uint16_t port, uint64_t since_ns, uint64_t now_ns,
@@ -54,8 +56,8 @@ struct r2cc_probe_count {
  * one every @every_ms after the last one ended (the first at once), each
  * given MIG_PROBE_WAIT_MS; any handshake counts (a SYN retransmitted
  * too). Starts the one that is due; @c gets the count so far.
- * Return: 0, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (too many paths
- * probed at once).
+ * Return: 0, -EAFNOSUPPORT (not IPv4 GIDs), -ENOSPC (no memory for one
+ * more path).
  */
 int r2cc_probe_keep(const uint8_t sgid[16], const uint8_t dgid[16],
 		    uint16_t port, uint64_t now_ns, uint32_t every_ms,

@@ -5,8 +5,9 @@
  * is never seen working, however often it is probed; it takes a streak
  * of clean handshakes, and one made before the time asked about does not
  * count; GIDs that are not IPv4 ones are refused. Keepalive probes count
- * what got through and the misses in a row, apart from failback's. Times
- * are partly the test's own (the API takes them).
+ * what got through and the misses in a row, apart from failback's. A
+ * thousand paths each get their own; one nobody asks about is forgotten.
+ * Times are partly the test's own (the API takes them).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -240,4 +241,60 @@ Test(probe, a_keepalive_refuses_gids_that_are_not_ipv4,
 	memset(v6, 0xfe, sizeof(v6));
 	cr_assert_eq(r2cc_probe_keep(lo, v6, 9, mono(), 500, &c),
 		     -EAFNOSUPPORT);
+}
+
+/*
+ * A job of 128 nodes on 8 rails probes a thousand paths: every one gets
+ * its own entry (a table of 256 refused the rest with -ENOSPC, and their
+ * keepalive never ran). Each path here is a loopback address with no
+ * listener: the reset that comes back counts as through.
+ */
+Test(probe, a_thousand_paths_are_each_probed, .fini = r2cc_probe_reset,
+     .timeout = 60)
+{
+	uint8_t lo[16], d[16];
+	struct r2cc_probe_count c;
+	int fd, i, n = 1024, got = 0;
+	uint16_t closed = port_on(&fd, false);
+	uint64_t t = mono(), t0 = t;
+
+	gid_of("127.0.0.1", lo);
+	gid_of("127.1.0.0", d);
+	for (i = 0; i < n; i++) {
+		d[14] = (uint8_t)(i >> 8);
+		d[15] = (uint8_t)i;
+		cr_assert_eq(r2cc_probe_keep(lo, d, closed, t, 500, &c), 0,
+			     "path %d refused", i);
+	}
+	while (r2cc_probe_poll(t) && mono() - t0 < 5000 * MS)
+		usleep(1000);
+	for (i = 0; i < n; i++) {
+		d[14] = (uint8_t)(i >> 8);
+		d[15] = (uint8_t)i;
+		cr_assert_eq(r2cc_probe_keep(lo, d, closed, t, 500, &c), 0);
+		got += c.ok == 1;
+	}
+	cr_assert_eq(got, n, "%d of %d paths probed", got, n);
+}
+
+/* A failback path nobody asks about for MIG_PROBE_IDLE_MS is forgotten:
+ * asked again, it needs a new streak. */
+Test(probe, a_path_nobody_asks_about_is_forgotten, .fini = r2cc_probe_reset,
+     .timeout = 30)
+{
+	uint8_t lo[16];
+	int lfd;
+	uint16_t up = port_on(&lfd, true);
+	uint64_t t = mono();
+
+	gid_of("127.0.0.1", lo);
+	cr_assert_eq(ask(lo, lo, up, 0, &t), 1);
+	r2cc_probe_poll(t + (MIG_PROBE_IDLE_MS - 1000) * MS);
+	cr_assert_eq(r2cc_probe_path(lo, lo, up, 0, t, 1000), 1, "kept");
+	t += (MIG_PROBE_IDLE_MS + 1000) * MS;
+	r2cc_probe_poll(t);
+	cr_assert_eq(r2cc_probe_path(lo, lo, up, 0, t, 1000), 0,
+		     "forgotten: a new streak");
+	close(lfd);
+	listener = -1;
 }
