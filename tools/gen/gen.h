@@ -65,6 +65,7 @@ struct gen_opts {
 	int srq; /* the QPs share one SRQ */
 	int ud; /* a UD QP in RTS beside them (--ud) */
 	int cq_ex; /* the extended CQ API (--cq-ex) */
+	int hold; /* no work until SIGUSR1 (--hold) */
 };
 
 struct gen_stats {
@@ -177,6 +178,7 @@ struct gen {
 	int stop; /* client: post no new operation */
 	int idle; /* the last poll found nothing */
 	int pause_said; /* 1: the pause's start printed, 2: its end too */
+	int hold_said; /* --hold: 1 holding said, 2 released said */
 	int ended; /* server: peers whose end record arrived */
 	int done; /* the run is over (see failed) */
 	int failed;
@@ -192,6 +194,7 @@ void gen_report(const struct gen *g, int progress);
 void gen_report_qps(const struct gen *g);
 void gen_mem_now(struct gen_mem *m);
 int gen_stop_asked(void);
+int gen_go_given(void);
 
 /* oob.c: the TCP exchange, every call bounded */
 int gen_oob_open(struct gen *g);

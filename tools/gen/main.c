@@ -63,6 +63,9 @@ static const char usage_text[] =
 	"                         context (it carries nothing): a QP r2cc\n"
 	"                         cannot move, so the port's async events\n"
 	"                         stay the program's\n"
+	"      --hold             connect, then no work until SIGUSR1 (as a\n"
+	"                         pause: no stall counted; give both sides\n"
+	"                         it, and signal both)\n"
 	"      --cq-ex            make the CQ with ibv_create_cq_ex and poll it\n"
 	"                         with ibv_start_poll/ibv_next_poll/ibv_end_poll\n"
 	"                         and the ibv_wc_read_* functions (as their man\n"
@@ -203,7 +206,8 @@ enum {
 	OPT_WINDOW,
 	OPT_SRQ,
 	OPT_UD,
-	OPT_CQ_EX
+	OPT_CQ_EX,
+	OPT_HOLD
 };
 
 /* Numeric options: range and where the value goes (type i, u, U or d). */
@@ -255,6 +259,7 @@ static const struct option longopts[] = {
 	{ "srq", no_argument, NULL, OPT_SRQ },
 	{ "ud", no_argument, NULL, OPT_UD },
 	{ "cq-ex", no_argument, NULL, OPT_CQ_EX },
+	{ "hold", no_argument, NULL, OPT_HOLD },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -317,6 +322,10 @@ static void parse(int argc, char **argv, struct gen_opts *o)
 			o->cq_ex = 1;
 			continue;
 		}
+		if (ch == OPT_HOLD) {
+			o->hold = 1;
+			continue;
+		}
 		for (i = 0; i < sizeof(numopts) / sizeof(numopts[0]); i++)
 			if (numopts[i].ch == ch)
 				break;
@@ -357,6 +366,20 @@ static void on_stop(int sig)
 int gen_stop_asked(void)
 {
 	return stop_asked;
+}
+
+static volatile sig_atomic_t go_given;
+
+static void on_go(int sig)
+{
+	(void)sig;
+	go_given = 1;
+}
+
+/* --hold: SIGUSR1 came (the work may start) */
+int gen_go_given(void)
+{
+	return go_given;
 }
 
 static int start_sync(struct gen *g)
@@ -420,7 +443,8 @@ static void finish(struct gen *g)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_stop, .sa_flags = SA_RESTART };
+	struct sigaction sa = { .sa_handler = on_stop, .sa_flags = SA_RESTART },
+			 go = { .sa_handler = on_go, .sa_flags = SA_RESTART };
 	struct gen g = { 0 };
 
 	g.o = (struct gen_opts){ .port = 18600,
@@ -440,6 +464,8 @@ int main(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 	}
+	if (g.o.hold)
+		sigaction(SIGUSR1, &go, NULL);
 	if (!setup(&g)) {
 		gen_run(&g);
 		finish(&g);

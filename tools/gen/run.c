@@ -174,6 +174,19 @@ int gen_paused(struct gen *g)
 {
 	double t = gen_now() - g->t0;
 
+	if (g->o.hold && g->hold_said < 2) {
+		if (!gen_go_given()) {
+			if (!g->hold_said) {
+				printf("r2cc-gen: holding until SIGUSR1\n");
+				fflush(stdout);
+			}
+			g->hold_said = 1;
+			return 1;
+		}
+		printf("r2cc-gen: released at %.1f s\n", t);
+		fflush(stdout);
+		g->hold_said = 2;
+	}
 	if (g->o.pause_for <= 0 || t < g->o.pause_at)
 		return 0;
 	if (t < g->o.pause_at + g->o.pause_for) {

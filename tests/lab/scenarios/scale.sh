@@ -66,20 +66,21 @@ logs() { cat "$LAB"/[ab].$1.*.log 2>/dev/null; }
 # ranks NAME PROT Q SECS: this node's four ranks of run NAME (PROT: the
 # r2cc environment, or empty for a native run), in the background (PIDs
 # in RANK_PIDS), the clients once the servers listen; the clients run at
-# most SECS s (they end earlier at SIGINT).
+# most SECS s (they end earlier at SIGINT). Protected ranks connect and
+# hold their work until SIGUSR1 (r2cc-gen --hold).
 ranks() {
-	local name=$1 prot=$2 q=$3 t=$4 j env
+	local name=$1 prot=$2 q=$3 t=$4 j env hold=${2:+--hold}
 	RANK_PIDS=()
 	[ "$NODE" = b ] && barrier "$name.ready" 120
 	for ((j = 0; j < RANKS; j++)); do
 		env=
 		[ -n "$prot" ] && env="$prot R2CC_LOG_FILE=$LAB/$NODE.$name.$j.log"
 		if [ "$NODE" = a ]; then
-			bounded $((t + 120)) env $env $GEN \
+			bounded $((t + 120)) env $env $GEN $hold \
 				-p $((PORT + j)) -i 10 \
 				> "$LAB/a.$name.$j.out" 2>&1 &
 		else
-			bounded $((t + 60)) env $env $GEN \
+			bounded $((t + 60)) env $env $GEN $hold \
 				-p $PORT -q "$q" -t "$t" \
 				--seed $((j + 1)) -i 10 "$(mgmt_ip a)" \
 				> "$LAB/b.$name.$j.out" 2>&1 &
@@ -160,6 +161,9 @@ scale_run() {
 	metric "$name.$NODE.moved_before_fault" "$m0"
 	stats_sum "$name.before" .ctrl_frames_out > "$LAB/$NODE.$name.frames0"
 	barrier "$name.protected" 300
+	# the work starts once every QP is protected: under emulation a QP
+	# not yet protected may lose its ACKs for its whole retry budget
+	pkill -USR1 -x r2cc-gen
 	if [ "$NODE" = b ]; then
 		sleep 2
 		fault_now "$name" fault_carrier 0 down
