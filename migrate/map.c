@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "map.h"
 
@@ -254,4 +255,24 @@ void r2cc_map_destroy(struct r2cc_map *m)
 	m->count = 0;
 	m->tombs = 0;
 	pthread_mutex_destroy(&m->lock);
+}
+
+int r2cc_idx_empty(uint32_t **idx, uint32_t *mask, unsigned int want)
+{
+	uint32_t slots = 64, *n = NULL;
+
+	while (slots < 2 * want)
+		slots *= 2;
+	if (!*idx || slots != *mask + 1)
+		n = calloc(slots, sizeof(*n));
+	if (n) {
+		free(*idx);
+		*idx = n;
+		*mask = slots - 1;
+	} else if (*idx && *mask + 1 > 2 * want) {
+		memset(*idx, 0, (*mask + 1) * sizeof(**idx));
+	} else {
+		return -ENOMEM;
+	}
+	return 0;
 }

@@ -3,7 +3,9 @@
  * map.h - a hash map from non-zero keys (the program's verbs handles in
  * the shim's registry, a peer's memory keys in keys.c) to pointers:
  * lock-free O(1) lookup for the data path, inserts and removals
- * serialised by the map's own mutex.
+ * serialised by the map's own mutex. And the table of a plain index (a
+ * table's entries by a hash of their key, under the owner's lock:
+ * paths.c, probe.c).
  */
 #ifndef R2CC_MIG_MAP_H
 #define R2CC_MIG_MAP_H
@@ -145,5 +147,15 @@ void r2cc_map_for_each(struct r2cc_map *m, void (*fn)(void *val, void *arg),
 		       void *arg);
 /* Frees every table; only when no thread can be looking up any more. */
 void r2cc_map_destroy(struct r2cc_map *m);
+
+/**
+ * r2cc_idx_empty() - an empty open-addressing index for @want entries,
+ * at most half full (at least 64 slots): a new one of that size, or, when
+ * none can be had, *@idx cleared if it is big enough
+ * @idx: the slots (entry number + 1, 0 empty); freed when replaced
+ * @mask: their number - 1
+ * Return: 0, or -ENOMEM (*@idx unchanged).
+ */
+int r2cc_idx_empty(uint32_t **idx, uint32_t *mask, unsigned int want);
 
 #endif /* R2CC_MIG_MAP_H */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "keepalive.h"
+#include "map.h"
 #include "paths.h"
 
 static struct {
@@ -51,22 +52,10 @@ static uint32_t *slot(int rail, const uint8_t gid[16], const uint8_t dgid[16])
  * has when a new one cannot be had and it is big enough): 0 or -1. */
 static int reindex(unsigned int want)
 {
-	uint32_t slots = 64, *idx = NULL;
 	unsigned int i;
 
-	while (slots < 2 * want)
-		slots *= 2;
-	if (!pt.idx || slots != pt.mask + 1)
-		idx = calloc(slots, sizeof(*idx));
-	if (idx) {
-		free(pt.idx);
-		pt.idx = idx;
-		pt.mask = slots - 1;
-	} else if (pt.idx && pt.mask + 1 > 2 * want) {
-		memset(pt.idx, 0, (pt.mask + 1) * sizeof(*pt.idx));
-	} else {
+	if (r2cc_idx_empty(&pt.idx, &pt.mask, want))
 		return -1;
-	}
 	for (i = 0; i < pt.n; i++)
 		*slot(pt.v[i]->rail, pt.v[i]->gid, pt.v[i]->dest_gid) = i + 1;
 	return 0;

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "map.h"
 #include "probe.h"
 
 struct path {
@@ -78,22 +79,11 @@ static uint32_t *slot(uint32_t src, uint32_t dst, uint16_t port, bool keep)
  * one cannot be had, so a path forgotten always finds room. */
 static int reindex(unsigned int want)
 {
-	uint32_t slots = 64, *idx = NULL;
 	unsigned int i;
+	int ret = r2cc_idx_empty(&pt.idx, &pt.mask, want);
 
-	while (slots < 2 * want)
-		slots *= 2;
-	if (!pt.idx || slots != pt.mask + 1)
-		idx = calloc(slots, sizeof(*idx));
-	if (idx) {
-		free(pt.idx);
-		pt.idx = idx;
-		pt.mask = slots - 1;
-	} else if (pt.idx && pt.mask + 1 >= 2 * want) {
-		memset(pt.idx, 0, (pt.mask + 1) * sizeof(*pt.idx));
-	} else {
-		return -ENOMEM;
-	}
+	if (ret)
+		return ret;
 	for (i = 0; i < pt.n; i++) {
 		const struct path *p = &pt.v[i];
 
