@@ -34,6 +34,8 @@ static struct {
 	struct r2cc_status_hdr *hdr; /* mapped */
 	char path[128];
 	pid_t pid; /* the process that created it (not a forked child) */
+	_Atomic uint32_t free_from; /* no free slot below it, as a rule */
+	atomic_flag full_said;
 } ws = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 uint64_t r2cc_proc_starttime(pid_t pid)
@@ -236,37 +238,76 @@ const char *r2cc_status_ev_kind_name(uint32_t kind)
 	return kind < R2CC_EV_NKINDS ? n[kind] : "?";
 }
 
-struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
-					  const char *dev)
+/* Slot @i claimed: filled in, published (with the high-water mark). */
+static struct r2cc_status_qp *claimed(uint32_t i, uint32_t qpn, uint32_t type,
+				      int rail, const char *dev)
+{
+	struct r2cc_status_qp *q = qp_at(ws.hdr, i);
+	uint32_t hwm = atomic_load(&ws.hdr->qp_hwm);
+
+	memset(&q->st, 0, sizeof(q->st));
+	atomic_store(&q->prot, R2CC_PROT_NONE);
+	atomic_store(&q->backup_rail, -1);
+	atomic_store(&q->backup_qpn, 0);
+	q->peer_qpn = 0;
+	atomic_store(&q->failovers, 0);
+	atomic_store(&q->moves, 0);
+	atomic_store(&q->replayed_wrs, 0);
+	atomic_store(&q->replayed_bytes, 0);
+	q->qpn = qpn;
+	q->type = type;
+	q->rail = rail;
+	snprintf(q->dev, sizeof(q->dev), "%s", dev ? dev : "");
+	while (hwm < i + 1 &&
+	       !atomic_compare_exchange_weak(&ws.hdr->qp_hwm, &hwm, i + 1))
+		;
+	atomic_store_explicit(&q->used, 1, memory_order_release);
+	return q;
+}
+
+/* The first slot from @from to @to that this thread claims, or NULL. */
+static struct r2cc_status_qp *claim(uint32_t from, uint32_t to, uint32_t qpn,
+				    uint32_t type, int rail, const char *dev)
 {
 	uint32_t i, zero;
 
-	if (!ws.hdr)
-		return NULL;
-	for (i = 0; i < ws.hdr->nqps; i++) {
-		struct r2cc_status_qp *q = qp_at(ws.hdr, i);
-
+	for (i = from; i < to; i++) {
 		zero = 0;
 		/* Claim with 2 (being filled), publish with 1. */
-		if (!atomic_compare_exchange_strong(&q->used, &zero, 2))
-			continue;
-		memset(&q->st, 0, sizeof(q->st));
-		atomic_store(&q->prot, R2CC_PROT_NONE);
-		atomic_store(&q->backup_rail, -1);
-		atomic_store(&q->backup_qpn, 0);
-		q->peer_qpn = 0;
-		atomic_store(&q->failovers, 0);
-		atomic_store(&q->moves, 0);
-		atomic_store(&q->replayed_wrs, 0);
-		atomic_store(&q->replayed_bytes, 0);
-		q->qpn = qpn;
-		q->type = type;
-		q->rail = rail;
-		snprintf(q->dev, sizeof(q->dev), "%s", dev ? dev : "");
-		atomic_store_explicit(&q->used, 1, memory_order_release);
-		return q;
+		if (atomic_compare_exchange_strong(&qp_at(ws.hdr, i)->used,
+						   &zero, 2)) {
+			atomic_store(&ws.free_from, i + 1);
+			return claimed(i, qpn, type, rail, dev);
+		}
 	}
+	return NULL;
+}
+
+struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
+					  const char *dev)
+{
+	struct r2cc_status_qp *q;
+	uint32_t from;
+
+	if (!ws.hdr)
+		return NULL;
+	/* From the lowest slot freed, as a rule; all of them (a racing
+	 * free may have been passed over) before it says full */
+	from = atomic_load(&ws.free_from);
+	if (from > ws.hdr->nqps)
+		from = 0;
+	q = claim(from, ws.hdr->nqps, qpn, type, rail, dev);
+	if (!q && from)
+		q = claim(0, from, qpn, type, rail, dev);
+	if (q)
+		return q;
 	atomic_fetch_add(&ws.hdr->qp_overflow, 1);
+	if (!atomic_flag_test_and_set(&ws.full_said))
+		r2cc_warn("QP %#x: more than %u QPs at once, no status slot: "
+			  "r2cc-ctl does not show it, and its peers cannot "
+			  "find it (it runs unprotected, as every one past "
+			  "this many: counted as overflow in r2cc-ctl stats)",
+			  qpn, ws.hdr->nqps);
 	return NULL;
 }
 
@@ -332,8 +373,18 @@ const char *r2cc_prot_state_name(uint32_t s)
 
 void r2cc_status_qp_del(struct r2cc_status_qp *slot)
 {
-	if (slot)
-		atomic_store_explicit(&slot->used, 0, memory_order_release);
+	uint32_t i, from;
+
+	if (!slot || !ws.hdr)
+		return;
+	i = (uint32_t)(((const char *)slot -
+			((const char *)ws.hdr + ws.hdr->qp_off)) /
+		       ws.hdr->qp_sz);
+	atomic_store_explicit(&slot->used, 0, memory_order_release);
+	from = atomic_load(&ws.free_from);
+	while (i < from &&
+	       !atomic_compare_exchange_weak(&ws.free_from, &from, i))
+		;
 }
 
 /* Every size and offset of @h checked against what this reader knows and
@@ -352,6 +403,16 @@ static bool hdr_ok(const struct r2cc_status_hdr *h, size_t fsize)
 	       h->nev <= R2CC_STATUS_EVENTS &&
 	       h->ev_off == h->qp_off + (uint64_t)h->nqps * h->qp_sz &&
 	       (uint64_t)h->ev_off + (uint64_t)h->nev * h->ev_sz <= fsize;
+}
+
+/* The slots of @h worth reading (ever used), at most its checked
+ * copy @hc's count. */
+static uint32_t used_slots(const struct r2cc_status_hdr *h,
+			   const struct r2cc_status_hdr *hc)
+{
+	uint32_t n = atomic_load_explicit(&h->qp_hwm, memory_order_acquire);
+
+	return n < hc->nqps ? n : hc->nqps;
 }
 
 /* Is the writer of @h still the process that made it? */
@@ -389,7 +450,7 @@ static int copy_out(const struct r2cc_status_hdr *h,
 		    const struct r2cc_status_hdr *hc,
 		    struct r2cc_status_snap *snap)
 {
-	uint32_t i, g1, g2, tries;
+	uint32_t i, n, g1, g2, tries;
 
 	for (tries = 0; tries < 100; tries++) {
 		g1 = atomic_load_explicit(&h->gen, memory_order_acquire);
@@ -419,10 +480,11 @@ static int copy_out(const struct r2cc_status_hdr *h,
 		snap->rails[i].dev[sizeof(snap->rails[i].dev) - 1] = '\0';
 		snap->rails[i].netdev[sizeof(snap->rails[i].netdev) - 1] = '\0';
 	}
-	snap->qps = calloc(hc->nqps ? hc->nqps : 1, sizeof(*snap->qps));
+	n = used_slots(h, hc);
+	snap->qps = calloc(n ? n : 1, sizeof(*snap->qps));
 	if (!snap->qps)
 		return -ENOMEM;
-	for (i = 0; i < hc->nqps; i++) {
+	for (i = 0; i < n; i++) {
 		const struct r2cc_status_qp *q =
 			(const void *)((const char *)h + hc->qp_off +
 				       (size_t)i * hc->qp_sz);
@@ -571,11 +633,11 @@ static int find_in(const struct r2cc_status_hdr *h,
 		   const struct r2cc_status_hdr *hc, void *arg)
 {
 	struct find_arg *f = arg;
-	uint32_t i;
+	uint32_t i, n;
 
 	if (!atomic_load(&h->ctrl_id))
 		return -ENOENT;
-	for (i = 0; i < hc->nqps; i++) {
+	for (i = 0, n = used_slots(h, hc); i < n; i++) {
 		const struct r2cc_status_qp *q = slot_at(h, hc, i);
 
 		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1 ||
@@ -606,12 +668,12 @@ static int load_in(const struct r2cc_status_hdr *h,
 		   const struct r2cc_status_hdr *hc, void *arg)
 {
 	struct load_arg *l = arg;
-	uint32_t i, st;
+	uint32_t i, n, st;
 	int rail;
 
 	if (hc->pid == getpid())
 		return -ENOENT; /* the caller counts its own */
-	for (i = 0; i < hc->nqps; i++) {
+	for (i = 0, n = used_slots(h, hc); i < n; i++) {
 		const struct r2cc_status_qp *q = slot_at(h, hc, i);
 
 		if (atomic_load_explicit(&q->used, memory_order_acquire) != 1)

@@ -11,10 +11,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define R2CC_STATUS_VERSION 5
+#define R2CC_STATUS_VERSION 6
 #define R2CC_STATUS_MAGIC "r2ccstat"
 #define R2CC_STATUS_RAILS 16
-#define R2CC_STATUS_QPS 4096 /* QP slots per process */
+/* QP slots per process: room in a sparse file, pages taken as slots are
+ * first used; readers look only below qp_hwm */
+#define R2CC_STATUS_QPS 65536
 #define R2CC_STATUS_EVENTS 64 /* the last events kept, a ring */
 #define R2CC_STATUS_DIR "/dev/shm" /* R2CC_STATUS_DIR overrides (tests) */
 
@@ -150,7 +152,8 @@ struct r2cc_status_hdr {
 	uint32_t qp_off, qp_sz, nqps;
 	_Atomic uint64_t qp_overflow; /* QPs that found no free slot */
 	uint32_t ev_off, ev_sz, nev; /* the event ring, after the QP slots */
-	uint32_t rsv;
+	/* Slots ever used are below it (readers look no further) */
+	_Atomic uint32_t qp_hwm;
 	uint64_t events; /* events ever added; the last nev are in the ring */
 	/* The control channel (0: none): its id and direct TCP port. */
 	_Atomic uint64_t ctrl_id;

@@ -301,7 +301,8 @@ static struct r2cc_mig_cq *mig_cq(struct ibv_cq *cq)
 void r2cc_qp_protect_new(struct r2cc_qp *q, const struct ibv_qp_cap *cap,
 			 bool sig_all, struct r2cc_mig_srq *srq)
 {
-	if (q->rail < 0)
+	/* No status slot (said once, counted): its peers cannot find it */
+	if (q->rail < 0 || !q->slot)
 		return;
 	if (r2cc_pd_has_mw(q->qp->pd)) {
 		r2cc_info("QP %#x unprotected: memory windows on its PD",

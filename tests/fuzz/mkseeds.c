@@ -215,6 +215,7 @@ static void status_seed(const char *dir)
 	h->qp_off = h->rail_off + (uint32_t)(nrails * sizeof(*r));
 	h->qp_sz = sizeof(*q);
 	h->nqps = (uint32_t)nqps;
+	h->qp_hwm = (uint32_t)nqps;
 	h->ev_off = h->qp_off + (uint32_t)(nqps * sizeof(*q));
 	h->ev_sz = sizeof(struct r2cc_status_event);
 	h->nev = (uint32_t)nev;

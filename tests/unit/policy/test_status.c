@@ -3,7 +3,8 @@
  * test_status.c - the status record r2cc-ctl reads: a round trip through
  * shared memory, its permissions, records of dead processes (also one that
  * died mid-update), a writer caught mid-update, hostile files, records of
- * another version, and the event ring (rail changes and QP failovers).
+ * another version, the event ring (rail changes and QP failovers), and
+ * thousands of QP slots.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -257,7 +258,7 @@ Test(status, refuses_other_versions)
 	uint32_t pid;
 	uint16_t port;
 
-	cr_assert_eq(R2CC_STATUS_VERSION, 5);
+	cr_assert_eq(R2CC_STATUS_VERSION, 6);
 	cr_assert_eq(r2cc_status_open(), 0);
 	r2cc_status_ctrl(42, 4242);
 	cr_assert_not_null(r2cc_status_qp_add(0x21, 2, 0, "rxe0"));
@@ -313,4 +314,54 @@ Test(status, qp_events_are_never_torn)
 		r2cc_status_snap_free(&s);
 	}
 	pthread_join(t, NULL);
+}
+
+/* Thousands of QPs in one process (a rank's all-to-all): each has a slot
+ * its peers find it by, a freed one is taken again first, and a reader
+ * sees every one. */
+Test(status, slots_for_thousands_of_qps)
+{
+	static struct r2cc_status_qp *q[5000];
+	struct r2cc_status_snap s;
+	uint64_t id;
+	uint32_t pid, i;
+	uint16_t port;
+
+	cr_assert_eq(r2cc_status_open(), 0);
+	r2cc_status_ctrl(42, 4242);
+	for (i = 0; i < 5000; i++) {
+		q[i] = r2cc_status_qp_add(0x100 + i, 2, 0, "rxe0");
+		cr_assert_not_null(q[i], "QP %u", i);
+	}
+	cr_assert_eq(
+		r2cc_status_find_qp("rxe0", 0x100 + 4999, &id, &port, &pid), 0);
+	cr_assert_eq(id, 42);
+	r2cc_status_qp_del(q[10]);
+	r2cc_status_qp_del(q[20]);
+	cr_assert_eq(r2cc_status_qp_add(0x9000, 2, 0, "rxe0"), q[10]);
+	cr_assert_eq(r2cc_status_qp_add(0x9001, 2, 0, "rxe0"), q[20]);
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	cr_assert_eq(s.nqps, 5000);
+	cr_assert_eq(s.hdr.qp_overflow, 0);
+	r2cc_status_snap_free(&s);
+	r2cc_status_close();
+}
+
+/* Past the record's room: NULL, counted as overflow, and the QPs before
+ * keep theirs. */
+Test(status, full_record_counts_the_overflow)
+{
+	struct r2cc_status_snap s;
+	uint32_t i;
+
+	cr_assert_eq(r2cc_status_open(), 0);
+	for (i = 0; i < R2CC_STATUS_QPS; i++)
+		cr_assert_not_null(r2cc_status_qp_add(i + 1, 2, 0, "rxe0"));
+	cr_assert_null(r2cc_status_qp_add(0xfffff, 2, 0, "rxe0"));
+	cr_assert_null(r2cc_status_qp_add(0xffffe, 2, 0, "rxe0"));
+	cr_assert_eq(r2cc_status_read(path, &s), 0);
+	cr_assert_eq(s.hdr.qp_overflow, 2);
+	cr_assert_eq(s.nqps, R2CC_STATUS_QPS);
+	r2cc_status_snap_free(&s);
+	r2cc_status_close();
 }
