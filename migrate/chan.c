@@ -130,6 +130,35 @@ static bool poll_room(struct pollfd **pfd, int **map, uint32_t **gen, int *cap,
 	return g;
 }
 
+static int send_raw(uint64_t peer, struct r2cc_ctrl_msg *m);
+
+/* The owner works through a backlog of peers' messages: each peer with
+ * an open channel hears a KEEPALIVE every MIG_CHAN_BUSY_MS meanwhile
+ * (the lock held), so that its waits for our answers tell a process at
+ * work from a silent one. */
+static void say_busy(uint64_t now)
+{
+	const uint64_t busy = MIG_CHAN_BUSY_MS * 1000000ULL;
+	uint64_t since = cs.hooks.busy_since ? cs.hooks.busy_since() : 0;
+	struct r2cc_ctrl_msg m;
+	struct peer *p;
+
+	if (!since || since > now || now - since < busy ||
+	    now - cs.busy_said_ns < busy)
+		return;
+	cs.busy_said_ns = now;
+	for (p = cs.peer_list; p; p = p->next) {
+		if (!p->id || p->conn < 0)
+			continue;
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = R2CC_CTRL_KEEPALIVE;
+		m.keepalive_ns = now;
+		if (send_raw(p->id, &m))
+			r2cc_dbg("peer %016llx: no KEEPALIVE sent",
+				 (unsigned long long)p->id);
+	}
+}
+
 static void *chan_thread(void *arg)
 {
 	struct pollfd *pfd = NULL;
@@ -214,6 +243,7 @@ static void *chan_thread(void *arg)
 			}
 		}
 		chan_expire(chan_now_ns());
+		say_busy(chan_now_ns());
 		if (cs.hooks.on_tick && cs.running &&
 		    chan_now_ns() - last_tick >= TICK_MS * 1000000ULL) {
 			last_tick = chan_now_ns();
@@ -678,6 +708,30 @@ uint64_t r2cc_chan_heard_ns(uint64_t peer)
 	p = cs.running ? chan_peer_find(peer) : NULL;
 	if (p)
 		t = p->heard_ns;
+	pthread_mutex_unlock(&cs.lock);
+	return t;
+}
+
+void r2cc_chan_answered(uint64_t peer)
+{
+	struct peer *p;
+
+	pthread_mutex_lock(&cs.lock);
+	p = cs.running ? chan_peer_find(peer) : NULL;
+	if (p)
+		p->answered_ns = chan_now_ns();
+	pthread_mutex_unlock(&cs.lock);
+}
+
+uint64_t r2cc_chan_answered_ns(uint64_t peer)
+{
+	struct peer *p;
+	uint64_t t = 0;
+
+	pthread_mutex_lock(&cs.lock);
+	p = cs.running ? chan_peer_find(peer) : NULL;
+	if (p)
+		t = p->answered_ns;
 	pthread_mutex_unlock(&cs.lock);
 	return t;
 }

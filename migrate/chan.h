@@ -35,6 +35,10 @@
  * the connection is closed, its peer's messages counted as lost. */
 #define MIG_CHAN_OUT_MAX 8388608 /* 8 MiB */
 #define MIG_CHAN_OUT_STALL_MS 10000
+/* A backlog of peers' messages the owner works through (a thousand QPs'
+ * moves take seconds under load): its peers, waiting for answers, are
+ * told the process lives (r2cc_chan_heard_ns()) this often meanwhile. */
+#define MIG_CHAN_BUSY_MS 1000
 
 struct r2cc_chan_hooks {
 	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */
@@ -50,6 +54,11 @@ struct r2cc_chan_hooks {
 	/* Messages to @peer may have been lost: frames that did not go, or
 	 * its last open connection closed (may be NULL). */
 	void (*on_lost)(uint64_t peer);
+	/* Since when (CLOCK_MONOTONIC ns) the owner has worked through
+	 * peers' messages without a pause, 0 if it waits for more (may be
+	 * NULL). Past MIG_CHAN_BUSY_MS every peer with an open channel
+	 * hears a KEEPALIVE each MIG_CHAN_BUSY_MS meanwhile. */
+	uint64_t (*busy_since)(void);
 };
 
 struct r2cc_chan_cfg {
@@ -76,6 +85,10 @@ bool r2cc_chan_running(void);
 /* When a frame of @peer's was last accepted (CLOCK_MONOTONIC ns), or 0:
  * never, or not running. */
 uint64_t r2cc_chan_heard_ns(uint64_t peer);
+/* The owner noted that @peer answered something it waited for (a move:
+ * r2cc_mig_waited()); when it last did (CLOCK_MONOTONIC ns), or 0. */
+void r2cc_chan_answered(uint64_t peer);
+uint64_t r2cc_chan_answered_ns(uint64_t peer);
 /* This process's id (0: not running) and its direct port. */
 uint64_t r2cc_chan_self(void);
 uint16_t r2cc_chan_port(void);

@@ -56,6 +56,7 @@ struct peer {
 	uint64_t id; /* 0: free */
 	struct r2cc_ctrl_replay win; /* its seqs we accepted */
 	uint64_t heard_ns; /* its last frame accepted (chan_now_ns()) */
+	uint64_t answered_ns; /* r2cc_chan_answered() */
 	struct peer *next; /* cs.peer_list */
 	/* Open connection, or -1; written under cs.lock, read without it
 	 * by a thread that hands a message to the outbox */
@@ -125,6 +126,7 @@ struct chan_state {
 	/* Our last seq, to every peer: each sees it increase (with gaps),
 	 * which is all its replay window needs. */
 	uint64_t seq;
+	uint64_t busy_said_ns; /* the last KEEPALIVEs of a backlog */
 	struct r2cc_chan_stats st;
 	/* Other fds the thread serves (r2cc_chan_watch()) */
 	struct watch {

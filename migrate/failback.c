@@ -570,6 +570,7 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		r2cc_mig_unknown("failback", peer, m->failback.qpn);
 		return;
 	}
+	r2cc_chan_answered(peer); /* moves go on with it (tick.c) */
 	pthread_mutex_lock(&mq->lock);
 	switch (m->failback.phase) {
 	case R2CC_CTRL_FB_PROPOSE:

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,8 @@ static void put(struct call *c)
 
 /* On the inbox thread: when it took up the calls it runs now */
 static __thread uint64_t taken_ns;
+/* Since when it has run calls without waiting for more (0: it waits) */
+static _Atomic uint64_t busy_ns;
 
 static uint64_t mono_ns(void)
 {
@@ -107,6 +110,11 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t r2cc_mig_inbox_busy_since(void)
+{
+	return atomic_load_explicit(&busy_ns, memory_order_relaxed);
 }
 
 uint64_t r2cc_mig_inbox_seen_ns(uint64_t now)
@@ -135,6 +143,8 @@ static void *inbox_thread(void *arg)
 	pthread_mutex_lock(&ib.lock);
 	while (!ib.stop) {
 		if (!ib.head && !ib.tick) {
+			atomic_store_explicit(&busy_ns, 0,
+					      memory_order_relaxed);
 			/* bounded: a lost wakeup costs a tick's time */
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += 200 * 1000000L;
@@ -152,6 +162,9 @@ static void *inbox_thread(void *arg)
 		tick = ib.tick;
 		ib.tick = false;
 		taken_ns = mono_ns();
+		if (!atomic_load_explicit(&busy_ns, memory_order_relaxed))
+			atomic_store_explicit(&busy_ns, taken_ns,
+					      memory_order_relaxed);
 		pthread_mutex_unlock(&ib.lock);
 		/* what the calls send: one frame per peer */
 		r2cc_chan_hold();
@@ -239,6 +252,10 @@ void r2cc_mig_inbox_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	size_t n = msg_bytes(m);
 	struct call *c;
 
+	/* A peer at work on a backlog says it lives: the channel noted
+	 * that (r2cc_chan_heard_ns()), nothing is asked of us. */
+	if (m->hdr.type == R2CC_CTRL_KEEPALIVE)
+		return;
 	pthread_mutex_lock(&ib.lock);
 	if (!ib.running) {
 		pthread_mutex_unlock(&ib.lock);

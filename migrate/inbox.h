@@ -42,6 +42,11 @@ void r2cc_mig_inbox_tick(void);
  * to it: a backlog here is not the peer's silence. */
 uint64_t r2cc_mig_inbox_seen_ns(uint64_t now);
 
+/* Since when (CLOCK_MONOTONIC ns) the inbox thread has run peers' calls
+ * without waiting for more, 0 while it waits (the channel's busy_since:
+ * its peers hear it lives meanwhile) */
+uint64_t r2cc_mig_inbox_busy_since(void);
+
 /* Messages dropped past MIG_INBOX_MAX since the start */
 uint64_t r2cc_mig_inbox_dropped(void);
 

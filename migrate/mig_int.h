@@ -17,11 +17,14 @@
 /* How long a fenced QP waits for its peer's FAILOVER before it gives up
  * and shows the program the native errors (DESIGN §6: bounded): once
  * MIG_FENCE_BOUND_MS have passed with nothing heard from the peer
- * process in the last MIG_FENCE_BOUND_MS, and in any case after
- * MIG_FENCE_MAX_MS (a peer that moves a thousand QPs at once answers
- * the last ones late, and is heard from meanwhile). */
+ * process in the last MIG_FENCE_BOUND_MS (a peer at work on a backlog
+ * says it lives: MIG_CHAN_BUSY_MS), and after MIG_FENCE_MAX_MS unless
+ * the peer answered a move of ours in the last MIG_FENCE_BOUND_MS (a
+ * peer that moves thousands of QPs at once answers the last ones late),
+ * and in any case after MIG_FENCE_CEIL_MS. */
 #define MIG_FENCE_BOUND_MS 5000
 #define MIG_FENCE_MAX_MS 30000
+#define MIG_FENCE_CEIL_MS 120000
 /* A flapping rail: at most MIG_FB_MOVES failbacks of a QP per
  * MIG_FB_WINDOW_MS; past that it stays on its backup until the window
  * slides (bounded migrations, no storm). */

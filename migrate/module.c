@@ -108,6 +108,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		.lookup = lookup,
 		.on_tick = r2cc_mig_inbox_tick,
 		.on_lost = r2cc_mig_keys_lost,
+		.busy_since = r2cc_mig_inbox_busy_since,
 	};
 	static const struct r2cc_mig_inbox_ops ops = {
 		.msg = on_msg,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chan.h"
 #include "complete.h"
 #include "event.h"
 #include "failback.h"
@@ -250,6 +251,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		r2cc_mig_unknown("failover", peer, m->failover.qpn);
 		return;
 	}
+	r2cc_chan_answered(peer); /* moves go on with it (tick.c) */
 	pthread_mutex_lock(&mq->lock);
 	if (m->hdr.type == R2CC_CTRL_FAILOVER &&
 	    !(m->failover.flags & R2CC_CTRL_FO_PSN_VALID)) {

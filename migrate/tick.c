@@ -36,15 +36,20 @@ bool r2cc_mig_past(uint64_t t, uint64_t now, uint64_t ms)
 bool r2cc_mig_waited(const struct r2cc_mig_qp *mq, uint64_t since, uint64_t now,
 		     uint64_t ms)
 {
-	uint64_t heard;
+	uint64_t heard, answered;
 
 	now = r2cc_mig_inbox_seen_ns(now);
 	if (!r2cc_mig_past(since, now, ms))
 		return false;
-	if (r2cc_mig_past(since, now, MIG_FENCE_MAX_MS))
-		return true;
 	heard = mq->peer ? r2cc_chan_heard_ns(mq->peer) : 0;
-	return !heard || r2cc_mig_past(heard, now, MIG_FENCE_BOUND_MS);
+	if (!heard || r2cc_mig_past(heard, now, MIG_FENCE_BOUND_MS))
+		return true; /* silent */
+	if (!r2cc_mig_past(since, now, MIG_FENCE_MAX_MS))
+		return false;
+	/* Past it, as long as the peer still moves our QPs, to a ceiling */
+	answered = r2cc_chan_answered_ns(mq->peer);
+	return r2cc_mig_past(since, now, MIG_FENCE_CEIL_MS) || !answered ||
+	       r2cc_mig_past(answered, now, MIG_FENCE_BOUND_MS);
 }
 
 /* Moves that waited too long for the peer given up (ps.lock held). */

@@ -245,6 +245,17 @@ uint64_t __wrap_r2cc_chan_heard_ns(uint64_t peer)
 	return fo_heard_ns ? fo_heard_ns : __real_r2cc_chan_heard_ns(peer);
 }
 
+uint64_t fo_answered_ns;
+uint64_t __wrap_r2cc_chan_answered_ns(uint64_t peer);
+
+/* Linked with --wrap=r2cc_chan_answered_ns: the peer's last answer to a
+ * move of ours, as the test says */
+uint64_t __wrap_r2cc_chan_answered_ns(uint64_t peer)
+{
+	(void)peer;
+	return fo_answered_ns;
+}
+
 /* The module on (a loopback control channel nobody else talks to). */
 void start(void)
 {

@@ -59,6 +59,8 @@ extern bool fo_capture;
 /* What the channel says of when it last heard from a peer: this, unless
  * 0 (then the channel's own answer) */
 extern uint64_t fo_heard_ns;
+/* When the peer last answered a move of ours, as the channel says: this */
+extern uint64_t fo_answered_ns;
 extern struct r2cc_ctrl_msg fo_sent[FO_SENT];
 extern int fo_nsent;
 /* MRs the program's PD has (the shim's mr_keys), 0 unless a test sets

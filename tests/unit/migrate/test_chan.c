@@ -7,7 +7,8 @@
  * two connections open (both processes dialled) stays reachable when one
  * of them closes. A LOOKUP the rendezvous took and never answered is
  * asked again on a fresh connection. Hundreds of peers are each
- * reachable; connections past the budget are refused and counted.
+ * reachable; connections past the budget are refused and counted. An
+ * owner at work on a backlog tells its peers it lives.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -105,15 +106,20 @@ static struct r2cc_ctrl_key job_key(void)
 	return key;
 }
 
-static void start(void)
+static void start_with(const struct r2cc_chan_hooks *h)
 {
 	struct r2cc_chan_cfg cfg = { .port = port(), .pref_if = "" };
 	struct r2cc_ctrl_key key = job_key();
 
 	r2cc_log_set_level(R2CC_LOG_DEBUG);
-	cr_assert_eq(r2cc_chan_start(&cfg, &key, &hooks), 0);
+	cr_assert_eq(r2cc_chan_start(&cfg, &key, h), 0);
 	cr_assert(r2cc_chan_running());
 	cr_assert_neq(r2cc_chan_self(), 0);
+}
+
+static void start(void)
+{
+	start_with(&hooks);
 }
 
 static struct r2cc_ctrl_qp_ref loopback_ref(uint32_t qpn)
@@ -900,6 +906,42 @@ Test(chan, other_threads_sends_go_through_the_channel_thread, .timeout = 30)
 	r2cc_chan_get_stats(&st);
 	cr_assert_eq(st.batch_lost, 0);
 	cr_assert_leq(frames, 100);
+	close(fd);
+	r2cc_chan_stop();
+}
+
+/* The owner at work on a backlog (busy_since): each peer with an open
+ * channel hears a KEEPALIVE meanwhile, and none while it waits. */
+static _Atomic uint64_t busy_from;
+
+static uint64_t busy_since(void)
+{
+	return busy_from;
+}
+
+Test(chan, a_busy_owner_tells_its_peers_it_lives, .timeout = 30)
+{
+	static const struct r2cc_chan_hooks busy_hooks = {
+		on_msg, on_resolved, lookup, .busy_since = busy_since
+	};
+	struct r2cc_ctrl_key key = job_key();
+	struct r2cc_ctrl_msg m;
+	struct pollfd p;
+	struct timespec ts;
+	int fd;
+
+	start_with(&busy_hooks);
+	fd = fake_peer(&key, 0x5eed0000beefULL, 1);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 1500), 0, "a frame while the owner waits");
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	busy_from = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec -
+		    2000000000ULL;
+	read_frame(fd, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_KEEPALIVE);
+	read_frame(fd, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_KEEPALIVE, "not said again");
+	busy_from = 0;
 	close(fd);
 	r2cc_chan_stop();
 }

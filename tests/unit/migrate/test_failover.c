@@ -227,6 +227,8 @@ Test(failover, a_silent_peer_ends_the_move_at_the_bound, .init = setup,
 		     "the hidden error not given back");
 }
 
+/* Heard from, but none of our moves answered lately: given up at the
+ * longest bound. */
 Test(failover, a_busy_peer_ends_the_move_at_the_longest_bound, .init = setup,
      .fini = teardown, .timeout = 20)
 {
@@ -238,8 +240,34 @@ Test(failover, a_busy_peer_ends_the_move_at_the_longest_bound, .init = setup,
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
 	r2cc_mig_test_fault_ago(mq, MIG_FENCE_MAX_MS + 1000);
 	fo_heard_ns = r2cc_mig_now_ns();
+	fo_answered_ns =
+		r2cc_mig_now_ns() - (MIG_FENCE_BOUND_MS + 1) * 1000000ULL;
 	r2cc_mig_tick();
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED);
+}
+
+/* A peer that moves thousands of QPs at once answers the last ones past
+ * the longest bound: while it still answers moves of ours, the move
+ * waits, up to the ceiling. */
+Test(failover, a_peer_still_moving_ours_is_waited_for_to_the_ceiling,
+     .init = setup, .fini = teardown, .timeout = 20)
+{
+	post(1);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0);
+	r2cc_mig_test_fault_ago(mq, MIG_FENCE_MAX_MS + 1000);
+	fo_heard_ns = fo_answered_ns = r2cc_mig_now_ns();
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY,
+		     "given up while the peer still moves our QPs");
+	r2cc_mig_test_fault_ago(mq, MIG_FENCE_CEIL_MS - 1000);
+	fo_heard_ns = fo_answered_ns = r2cc_mig_now_ns();
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	r2cc_mig_test_fault_ago(mq, MIG_FENCE_CEIL_MS + 1000);
+	fo_heard_ns = fo_answered_ns = r2cc_mig_now_ns();
+	r2cc_mig_tick();
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_FAILED,
+		     "not given up at the ceiling");
 }
 
 /*

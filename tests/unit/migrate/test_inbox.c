@@ -4,7 +4,8 @@
  * run there, not on the caller's thread, in the order they came (a tick
  * after what came before it); a key list arrives whole; without the
  * thread they run on the caller's; what waits is bounded; a call held
- * up sees the time its calls were taken up, not its own.
+ * up sees the time its calls were taken up, not its own; the thread is
+ * busy while it runs calls, not while it waits.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -228,5 +229,36 @@ Test(inbox, a_late_call_has_seen_only_what_came_before_it, .timeout = 30)
 		     "seen up to when it ran, not when it was taken up");
 	now = mono_ns();
 	cr_assert_eq(r2cc_mig_inbox_seen_ns(now), now, "another thread: now");
+	r2cc_mig_inbox_stop();
+}
+
+/* While a call runs the thread is busy since it took it up (its peers
+ * are told it lives); waiting for more, it is not. */
+Test(inbox, busy_while_it_runs_calls, .timeout = 30)
+{
+	uint64_t sent, busy;
+	int i;
+
+	reset();
+	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
+	cr_assert_eq(r2cc_mig_inbox_busy_since(), 0, "busy before any call");
+	pthread_mutex_lock(&lock);
+	hold = true;
+	pthread_mutex_unlock(&lock);
+	sent = mono_ns();
+	send_failover(0);
+	cr_assert(wait_for(&nheld, 1), "never taken up");
+	busy = r2cc_mig_inbox_busy_since();
+	cr_assert_geq(busy, sent, "not busy while a call runs");
+	cr_assert_leq(busy, mono_ns());
+	pthread_mutex_lock(&lock);
+	hold = false;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	cr_assert(wait_for(&nmsg, 1));
+	/* back to waiting within its bounded wait */
+	for (i = 0; i < 100 && r2cc_mig_inbox_busy_since(); i++)
+		usleep(10 * 1000);
+	cr_assert_eq(r2cc_mig_inbox_busy_since(), 0, "busy while it waits");
 	r2cc_mig_inbox_stop();
 }
