@@ -101,8 +101,20 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 		ps.v.ack_cq_events(cq, 1);
 		pthread_mutex_lock(&mq->lock);
 		if (cq == mq->bscq || cq == mq->brcq) {
-			cq->context->ops.req_notify_cq(cq, 0);
-			r2cc_mig_ring(mq, cq == mq->bscq ? mq->scq : mq->rcq);
+			struct r2cc_mig_cq *mc =
+				cq == mq->bscq ? mq->scq : mq->rcq;
+
+			/* Not armed again here: the program, woken (or
+			 * awake: not armed), arms its CQ, and with it this
+			 * one, before it sleeps again (r2cc_mig_cq_arm()).
+			 * Armed again after every completion instead, a
+			 * standby CQ raised an event (two system calls on
+			 * this thread) for each of them, and at scale this
+			 * thread took as much CPU as the program. Only a
+			 * ring that failed waits for the next completion. */
+			r2cc_mig_ring(mq, mc);
+			if (mc && atomic_load(&mc->armed))
+				cq->context->ops.req_notify_cq(cq, 0);
 		}
 		pthread_mutex_unlock(&mq->lock);
 	}
