@@ -168,6 +168,8 @@ static void *chan_thread(void *arg)
 	sigset_t all;
 
 	(void)arg;
+	/* as top -H and /proc/PID/task show it */
+	pthread_setname_np(pthread_self(), "r2cc-chan");
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_mutex_lock(&cs.lock);

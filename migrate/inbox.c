@@ -138,6 +138,8 @@ static void *inbox_thread(void *arg)
 	bool tick;
 
 	(void)arg;
+	/* as top -H and /proc/PID/task show it */
+	pthread_setname_np(pthread_self(), "r2cc-inbox");
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_mutex_lock(&ib.lock);

@@ -257,6 +257,8 @@ static void *monitor(void *unused)
 	int i, n;
 
 	(void)unused;
+	/* as top -H and /proc/PID/task show it */
+	pthread_setname_np(pthread_self(), "r2cc-health");
 	for (;;) {
 		n = 0;
 		p[n++] = (struct pollfd){ .fd = hs.wake_fd, .events = POLLIN };

@@ -18,7 +18,10 @@
 # .frames_per_moved_qp (control frames both nodes sent from the fault
 # to the last move, per QP moved), .heap_bytes_per_qp and
 # .pinned_bytes_per_qp (r2cc-gen's memory line, both nodes' processes),
-# then scale.failover_ratio (2x run over 1x run, fault to last moved).
+# .<node>.cpu_s.<thread> (CPU seconds each thread name of a node's ranks
+# took from the work's start to every QP moved: r2cc-gen the program's,
+# r2cc-* r2cc's), then scale.failover_ratio (2x run over 1x run, fault
+# to last moved).
 # Not in the README's test command yet (tests/lab/meson.build): the 2x
 # run fails now and then (issue 16).
 # lab-rails: 4
@@ -58,6 +61,30 @@ until_sum() {
 		sleep 0.5
 	done
 	return 1
+}
+
+# thread_cpu NAME: CPU time (clock ticks, user + system) of each thread
+# of this node's r2cc-gen processes, by thread name, into
+# $LAB/$NODE.NAME.cpu ("NAME TICKS" lines: r2cc-gen is the program's own
+# threads, r2cc-* r2cc's).
+thread_cpu() {
+	local p t
+	for p in $(pgrep -x r2cc-gen); do
+		for t in /proc/"$p"/task/*; do
+			echo "$(cat "$t/comm" 2>/dev/null) $(awk '{ print $14 + $15 }' "$t/stat" 2>/dev/null)"
+		done
+	done > "$LAB/$NODE.$1.cpu"
+}
+
+# cpu_between NAME A B: what each thread name took from snapshot A to B of
+# run NAME (seconds, all of this node's ranks), as metrics
+# NAME.NODE.cpu_s.THREAD.
+cpu_between() {
+	awk -v a="$LAB/$NODE.$1.$2.cpu" '
+		FILENAME == a { t[$1] -= $2; next } { t[$1] += $2 }
+		END { for (n in t) printf "%s %.2f\n", n, t[n] / 100 }' \
+		"$LAB/$NODE.$1.$2.cpu" "$LAB/$NODE.$1.$3.cpu" |
+		while read -r n s; do metric "$1.$NODE.cpu_s.$n" "$s"; done
 }
 
 # logs NAME: r2cc's logs of both nodes' ranks in run NAME.
@@ -163,6 +190,7 @@ scale_run() {
 	barrier "$name.protected" 300
 	# the work starts once every QP is protected: under emulation a QP
 	# not yet protected may lose its ACKs for its whole retry budget
+	thread_cpu "$name.fault"
 	pkill -USR1 -x r2cc-gen
 	if [ "$NODE" = b ]; then
 		sleep 2
@@ -171,6 +199,8 @@ scale_run() {
 	# every QP off rail 0: on its standby
 	until_sum "$name.moved" .qps_migrated $want 300 ||
 		log "$name: only $(stats_sum "$name.moved" .qps_migrated) of $want on a standby"
+	thread_cpu "$name.moved"
+	cpu_between "$name" fault moved
 	stats_sum "$name.after" .ctrl_frames_out > "$LAB/$NODE.$name.frames1"
 	m1=$(stats_sum "$name.moved" .qps_migrated)
 	metric "$name.$NODE.off_rail0" "$m1"
