@@ -224,6 +224,16 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 	pthread_mutex_lock(&mq->lock);
 	if (mq->state != R2CC_PROT_BINDING)
 		goto out;
+	if (mq->peer) {
+		/* The peer's bind named its process first (authenticated,
+		 * and about this very QP): that one stays. */
+		if (peer && peer != mq->peer)
+			r2cc_warn("QP %#x: its peer resolved to %016llx, but "
+				  "%016llx bound it: kept",
+				  mq->qpn, (unsigned long long)peer,
+				  (unsigned long long)mq->peer);
+		peer = mq->peer;
+	}
 	if (!peer && (!(n = r2cc_mig_node_find(mq->dest_gid)) || n->r2cc) &&
 	    mq->resolves < MIG_RESOLVES && !resolve(mq)) {
 		r2cc_dbg("QP %#x: its peer not found, asked again (%u)",

@@ -403,6 +403,12 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 	if (c->role == C_HELLO && c->res >= 0) {
 		int r = c->res;
 
+		if (cs.res[r]->owner && cs.res[r]->owner != p->id)
+			r2cc_warn("resolve of QP %#x: %016llx answered the "
+				  "call to its owner %016llx",
+				  cs.res[r]->q.qpn, (unsigned long long)p->id,
+				  (unsigned long long)cs.res[r]->owner);
+
 		c->role = C_OPEN;
 		out_deadline(c); /* (none, or the stall bound) */
 		chan_res_end(r, p->id);

@@ -154,8 +154,9 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	}
 	r2cc_status_ctrl(r2cc_chan_self(), r2cc_chan_port());
 	ps.on = true;
-	r2cc_info("control channel on port %u (rendezvous %u)",
-		  r2cc_chan_port(), cfg->ctrl_port);
+	r2cc_info("control channel on port %u (rendezvous %u), id %016llx",
+		  r2cc_chan_port(), cfg->ctrl_port,
+		  (unsigned long long)r2cc_chan_self());
 	return 0;
 }
 

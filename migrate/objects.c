@@ -92,30 +92,31 @@ struct r2cc_mig_qp *r2cc_mig_by_dest(uint64_t peer, uint32_t dest_qpn)
 
 void r2cc_mig_unknown(const char *what, uint64_t peer, uint32_t dest_qpn)
 {
+	static unsigned int told;
 	struct r2cc_mig_qp *mq;
 	unsigned int n = 0, same = 0;
+	/* Why, for the first few (a bug to find, or a peer confused), at
+	 * debug level after: a QP connected to that QPN with another peer,
+	 * or not indexed; or none (the program destroyed it: a server
+	 * whose client went away), and that peer's QPs */
+	bool why = told < 8 || r2cc_log_get_level() >= R2CC_LOG_DEBUG;
 
+	told += told < 8;
 	r2cc_warn("%s for an unknown QP %#x from peer %016llx: dropped", what,
 		  dest_qpn, (unsigned long long)peer);
-	/* Why, at debug level: a QP connected to that QPN with another
-	 * peer, or not indexed; or none (the program destroyed it: a
-	 * server whose client went away), and that peer's QPs */
-	for (mq = ps.qps; r2cc_log_get_level() >= R2CC_LOG_DEBUG && mq;
-	     mq = mq->next) {
+	for (mq = ps.qps; why && mq; mq = mq->next) {
 		if (mq->dest_qpn == dest_qpn && n++ < 4)
-			r2cc_dbg("  QP %#x is connected to it: peer %016llx, "
-				 "%sindexed",
-				 mq->qpn, (unsigned long long)mq->peer,
-				 mq->dest_indexed ? "" : "not ");
-		if (mq->peer == peer && same++ < 4)
-			r2cc_dbg("  QP %#x has that peer: connected to %#x, "
-				 "%sindexed, life %d",
-				 mq->qpn, mq->dest_qpn,
-				 mq->dest_indexed ? "" : "not ", (int)mq->life);
+			r2cc_warn("  QP %#x is connected to it: peer %016llx, "
+				  "%sindexed, life %d",
+				  mq->qpn, (unsigned long long)mq->peer,
+				  mq->dest_indexed ? "" : "not ",
+				  (int)mq->life);
+		if (mq->peer == peer)
+			same++;
 	}
-	if (r2cc_log_get_level() >= R2CC_LOG_DEBUG)
-		r2cc_dbg("  %u QPs connected to it, %u with that peer", n,
-			 same);
+	if (why)
+		r2cc_warn("  %u QPs connected to it, %u with that peer", n,
+			  same);
 }
 
 int r2cc_mig_set_dest(struct r2cc_mig_qp *mq, uint32_t dest_qpn)
