@@ -37,7 +37,7 @@ static struct r2cc_mig_qp *by_bind(const struct r2cc_ctrl_qp_bind *b)
 	return mq;
 }
 
-int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
+static int send_bind(struct r2cc_mig_qp *mq, uint8_t flags)
 {
 	struct r2cc_ctrl_msg *m = calloc(1, sizeof(*m));
 	int ret = -ENOMEM;
@@ -58,8 +58,7 @@ int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
 		m->qp_bind.rail = (uint8_t)mq->backup_rail;
 		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
 		m->qp_bind.flags = (mq->srq ? R2CC_CTRL_BIND_PINNED : 0) |
-				   (mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY) |
-				   (again ? R2CC_CTRL_BIND_AGAIN : 0);
+				   (mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY) | flags;
 		ret = r2cc_chan_send(mq->peer, m);
 	}
 	free(m);
@@ -71,6 +70,11 @@ int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
 		atomic_store(&ps.bind_watch, true);
 	}
 	return ret;
+}
+
+int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
+{
+	return send_bind(mq, again ? R2CC_CTRL_BIND_AGAIN : 0);
 }
 
 void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, const char *why)
@@ -336,18 +340,22 @@ static bool bound_again(struct r2cc_mig_qp *mq, uint64_t peer,
 
 /* A bound QP hears again the peer's bind it was bound with: the peer
  * never got ours (lost with a connection) and sent its own again. Ours
- * goes again, nothing else changes. */
+ * goes again as an echo, nothing else changes. An echo is not answered:
+ * a peer that sent its bind twice gets two echoes, and the second, to a
+ * peer bound by the first, would start two bound ends answering each
+ * other for ever (tens of thousands of frames a process in the scale
+ * lab). */
 static void answer_again(struct r2cc_mig_qp *mq, uint64_t peer,
 			 const struct r2cc_ctrl_qp_bind *b)
 {
 	if (mq->state != R2CC_PROT_READY || peer != mq->peer || !mq->bind_got ||
-	    (b->flags & R2CC_CTRL_BIND_AGAIN) ||
+	    (b->flags & (R2CC_CTRL_BIND_AGAIN | R2CC_CTRL_BIND_ECHO)) ||
 	    b->backup.qpn != mq->peer_bind.backup.qpn ||
 	    b->rail != mq->peer_bind.rail)
 		return;
 	r2cc_dbg("QP %#x: the peer sent its bind again: ours goes again",
 		 mq->qpn);
-	r2cc_mig_send_bind(mq, false);
+	send_bind(mq, R2CC_CTRL_BIND_ECHO);
 }
 
 /* The peer's QP_BIND for @mq (ps.lock and mq lock held). */

@@ -387,7 +387,7 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5 &&
 		       !(m->qp_bind.flags &
 			 ~(R2CC_CTRL_BIND_PINNED | R2CC_CTRL_BIND_LAZY |
-			   R2CC_CTRL_BIND_AGAIN)) &&
+			   R2CC_CTRL_BIND_AGAIN | R2CC_CTRL_BIND_ECHO)) &&
 		       (!(m->qp_bind.flags & R2CC_CTRL_BIND_LAZY) ||
 			(!m->qp_bind.backup.qpn && !m->qp_bind.psn));
 	case R2CC_CTRL_MR_KEYS:

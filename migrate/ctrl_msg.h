@@ -138,6 +138,10 @@ enum r2cc_ctrl_fb_phase {
  * went down) while both ends run on their own QPs: a bound receiver
  * makes a new standby there and binds again. */
 #define R2CC_CTRL_BIND_AGAIN (1U << 2)
+/* QP_BIND: an answer to the peer's bind heard again (the peer never got
+ * ours): never answered itself, or two bound ends would echo each
+ * other's binds for ever. */
+#define R2CC_CTRL_BIND_ECHO (1U << 3)
 /* FAILBACK PROPOSE: the sender saw its rail go down and come back since
  * the failover (a rail without that evidence, e.g. after a black hole,
  * does not start a move back by itself). */
@@ -206,7 +210,8 @@ struct r2cc_ctrl_msg {
 			struct r2cc_ctrl_qp_ref local, peer, backup;
 			uint32_t psn; /* the backup QP's first PSN */
 			uint8_t rail, mtu;
-			uint8_t flags; /* R2CC_CTRL_BIND_PINNED, _LAZY, _AGAIN */
+			uint8_t flags; /* R2CC_CTRL_BIND_PINNED, _LAZY, _AGAIN,
+					* _ECHO */
 		} qp_bind;
 		struct {
 			uint16_t n;

@@ -395,7 +395,7 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		  R2CC_CTRL_RAIL_MGMT, -EBADMSG },
 		{ "bind mtu 0", R2CC_CTRL_QP_BIND, B(65), 1, 0, -EBADMSG },
 		{ "bind mtu 6", R2CC_CTRL_QP_BIND, B(65), 1, 6, -EBADMSG },
-		{ "bind flags", R2CC_CTRL_QP_BIND, B(66), 1, 8, -EBADMSG },
+		{ "bind flags", R2CC_CTRL_QP_BIND, B(66), 1, 16, -EBADMSG },
 		{ "bind lazy + qpn", R2CC_CTRL_QP_BIND, B(66), 1, 3, -EBADMSG },
 		{ "bind rsv", R2CC_CTRL_QP_BIND, B(67), 1, 0x80, -EBADMSG },
 		{ "mr n 257", R2CC_CTRL_MR_KEYS, B(0), 2, 257, -EBADMSG },

@@ -3,8 +3,9 @@
  * test_rebind.c - a standby whose rail goes down while its QP runs on its
  * own (rebind.c, bind.c): a new standby on the rail placement gives, bound
  * again (QP_BIND with R2CC_CTRL_BIND_AGAIN) and connected to the peer's
- * answer; the peer's side of that bind; and no rail up for one: the QP
- * runs unprotected until one comes up. A move back whose standby's rail
+ * answer; the peer's side of that bind; a bind heard again echoed, an
+ * echo never answered; and no rail up for one: the QP runs unprotected
+ * until one comes up. A move back whose standby's rail
  * is down: both ends unprotected until it is up, then re-armed (REARM,
  * R2CC_CTRL_FB_NOARM; failback.c); a moved-back primary that dies with
  * flushes only fails over onto its re-armed standby (complete.c). The
@@ -91,6 +92,28 @@ Test(rebind, the_peers_new_standby_makes_ours_follow, .init = rebind_setup,
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
 	cr_assert_eq(back.state, IBV_QPS_RTS,
 		     "connected to the peer's new one");
+}
+
+/* Bound, the peer's bind heard again (it never got ours): ours goes again
+ * as an echo; an echo heard (the peer sent twice, got bound by our first
+ * echo) is not answered, or two bound ends would echo for ever. */
+Test(rebind, a_bind_heard_again_is_echoed_once, .init = rebind_setup,
+     .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *b;
+	int sent;
+
+	peer_binds(3, 0x78, R2CC_CTRL_BIND_AGAIN);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	sent = fo_nsent;
+	peer_binds(3, 0x78, 0);
+	cr_assert_eq(fo_nsent, sent + 1, "ours not sent again");
+	b = last_bind();
+	cr_assert(b->qp_bind.flags & R2CC_CTRL_BIND_ECHO, "not an echo");
+	cr_assert_eq(b->qp_bind.rail, 3);
+	peer_binds(3, 0x78, R2CC_CTRL_BIND_ECHO);
+	cr_assert_eq(fo_nsent, sent + 1, "an echo answered");
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
 }
 
 Test(rebind, a_bind_again_is_ignored_once_moved_or_unbound,
