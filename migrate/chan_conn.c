@@ -401,6 +401,7 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 			 (unsigned long long)p->id);
 	c->peer = p->id;
 	if (c->role == C_HELLO && c->res >= 0) {
+		uint64_t id = p->id;
 		int r = c->res;
 
 		if (cs.res[r]->owner && cs.res[r]->owner != p->id)
@@ -408,14 +409,15 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 				  "call to its owner %016llx",
 				  cs.res[r]->q.qpn, (unsigned long long)p->id,
 				  (unsigned long long)cs.res[r]->owner);
-
 		c->role = C_OPEN;
 		out_deadline(c); /* (none, or the stall bound) */
-		chan_res_end(r, p->id);
+		chan_res_end(r, id);
+		chan_res_opened(id);
 		return;
 	}
 	c->role = C_OPEN;
 	out_deadline(c);
+	chan_res_opened(p->id);
 }
 
 /* A BATCH's messages to the owner, one by one, what they make it send

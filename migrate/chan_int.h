@@ -68,6 +68,9 @@ struct peer {
 
 struct res {
 	bool used, started;
+	/* The owner known, a call to it under way for another resolve:
+	 * this one ends with that call's HELLO (chan_res_opened()) */
+	bool waits;
 	uint64_t since_ns; /* asked for (a start may wait for a connection) */
 	int tries; /* rendezvous connections dialled */
 	uint64_t cookie;

@@ -24,9 +24,19 @@ void chan_res_end(int r, uint64_t peer)
 		r2cc_dbg("resolve of QP %#x: owner %016llx", x->q.qpn,
 			 (unsigned long long)peer);
 	x->used = false;
+	x->waits = false;
 	for (i = 0; i < cs.nconn; i++)
 		if (cs.conns[i]->res == r)
 			cs.conns[i]->res = -1;
+	/* Its call to the owner failed: one resolve that waited on it
+	 * calls now (the others wait on that one) */
+	for (i = 0; !peer && x->owner && i < cs.nres; i++)
+		if (cs.res[i]->used && cs.res[i]->waits &&
+		    cs.res[i]->owner == x->owner) {
+			cs.res[i]->waits = false;
+			chan_res_next_addr(i);
+			break;
+		}
 	if (!peer)
 		cs.st.conn_fail++;
 	else
@@ -42,6 +52,32 @@ void chan_res_fail(int r, const char *why)
 		r2cc_dbg("resolve of QP %#x: no owner: %s", cs.res[r]->q.qpn,
 			 why);
 	chan_res_end(r, 0);
+}
+
+/* Is a call to @owner under way (HELLO not answered yet) for a resolve
+ * other than @r? */
+static bool calling(uint64_t owner, int r)
+{
+	int i;
+
+	for (i = 0; i < cs.nconn; i++) {
+		const struct conn *c = cs.conns[i];
+
+		if (c->role == C_HELLO && c->res >= 0 && c->res != r &&
+		    cs.res[c->res]->used && cs.res[c->res]->owner == owner)
+			return true;
+	}
+	return false;
+}
+
+void chan_res_opened(uint64_t peer)
+{
+	int r;
+
+	for (r = 0; r < cs.nres; r++)
+		if (cs.res[r]->used && cs.res[r]->waits &&
+		    cs.res[r]->owner == peer)
+			chan_res_end(r, peer);
 }
 
 /* Dial the owner's next address, or give up. */
@@ -200,5 +236,13 @@ void chan_got_reply(int i, const struct r2cc_ctrl_msg *m)
 	x->naddr = lr->naddr;
 	memcpy(x->addr, lr->addr, sizeof(x->addr));
 	x->next = 0;
+	/* One call to an owner at a time: hundreds of QPs resolved at
+	 * once each dialled it while none was open yet, and every call
+	 * that succeeded stayed open (a second channel is never closed:
+	 * frames may be on it), until the connections' budget was full */
+	if (calling(lr->owner, r)) {
+		x->waits = true;
+		return;
+	}
 	chan_res_next_addr(r);
 }

@@ -16,6 +16,9 @@ void chan_res_end(int r, uint64_t peer);
 void chan_res_fail(int r, const char *why);
 /* Dial the owner's next address, or give the resolve up. */
 void chan_res_next_addr(int r);
+/* A channel to @peer opened: the resolves waiting on a call to it end
+ * (the lock held) */
+void chan_res_opened(uint64_t peer);
 /* Dial the rendezvous of the GID's node (a resolve that finds no
  * connection to spare waits, up to MIG_CHAN_RES_WAIT_MS). */
 void chan_res_start(int r);

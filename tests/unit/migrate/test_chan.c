@@ -8,7 +8,8 @@
  * of them closes. A LOOKUP the rendezvous took and never answered is
  * asked again on a fresh connection. Hundreds of peers are each
  * reachable; connections past the budget are refused and counted. An
- * owner at work on a backlog tells its peers it lives.
+ * owner at work on a backlog tells its peers it lives. Resolves of many
+ * QPs of one owner make one channel to it.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -52,20 +53,26 @@ static void on_resolved(uint64_t cookie, uint64_t peer)
 	pthread_mutex_unlock(&lock);
 }
 
-/* This process owns QPN 7 (and nothing else); it answers for itself. */
+/* A QPN another process owns (OWNER_ID, its direct port owner_port) */
+#define OWNER_QPN 9
+#define OWNER_ID 0x0a11ce0000000009ULL
+static uint16_t owner_port;
+
+/* This process owns QPN 7 (and nothing else); it answers for itself, and
+ * for OWNER_QPN with its owner. */
 static void lookup(const struct r2cc_ctrl_qp_ref *q,
 		   struct r2cc_ctrl_lookup_reply *r)
 {
 	__atomic_add_fetch(&lookups, 1, __ATOMIC_SEQ_CST);
-	if (q->qpn != 7)
+	if (q->qpn != 7 && q->qpn != OWNER_QPN)
 		return;
 	r->found = 1;
-	r->owner = r2cc_chan_self();
+	r->owner = q->qpn == 7 ? r2cc_chan_self() : OWNER_ID;
 	r->pid = (uint32_t)getpid();
 	r->naddr = 1;
 	r->addr[0].family = 4;
 	r->addr[0].rail = R2CC_CTRL_RAIL_MGMT;
-	r->addr[0].port = r2cc_chan_port();
+	r->addr[0].port = q->qpn == 7 ? r2cc_chan_port() : owner_port;
 	memcpy(r->addr[0].addr, "\x7f\0\0\x01", 4);
 }
 
@@ -943,5 +950,78 @@ Test(chan, a_busy_owner_tells_its_peers_it_lives, .timeout = 30)
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_KEEPALIVE, "not said again");
 	busy_from = 0;
 	close(fd);
+	r2cc_chan_stop();
+}
+
+/* Many QPs of one owner resolved at once (a rank binding hundreds), the
+ * owner slow to answer its calls: one call to it, not one each (every
+ * call that succeeds stays open as a channel). The owner here is a fake
+ * (OWNER_QPN's lookups name it) that drops the first call once every
+ * lookup is in (one waiting resolve calls then), and answers the second
+ * call's HELLO: every other resolve ends with it. */
+Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
+{
+	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
+	struct r2cc_ctrl_key key = job_key();
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	struct r2cc_ctrl_msg m;
+	int lfd, fd, first = -1, calls = 0, i, len;
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	cr_assert_geq(lfd, 0);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(lfd, 128), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+	owner_port = ntohs(a.sin_port);
+	start();
+	for (i = 1; i <= 40; i++)
+		cr_assert_eq(r2cc_chan_resolve(&q, (uint64_t)i), 0);
+	for (i = 0; i < 100 && __atomic_load_n(&lookups, __ATOMIC_SEQ_CST) < 40;
+	     i++)
+		usleep(20 * 1000);
+	cr_assert_geq(lookups, 40, "%d of 40 lookups", lookups);
+	usleep(300 * 1000); /* the calls they make, made */
+	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+		calls++;
+		if (first < 0)
+			first = fd;
+		else
+			close(fd);
+	}
+	cr_assert_eq(calls, 1, "%d calls to one owner", calls);
+	/* that call fails: one of the resolves waiting on it calls */
+	close(first);
+	first = -1;
+	for (i = 0; i < 100 && first < 0; i++) {
+		first = accept(lfd, NULL, NULL);
+		usleep(20 * 1000);
+	}
+	cr_assert_geq(first, 0, "no resolve called after the first failed");
+	usleep(300 * 1000);
+	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+		calls++;
+		close(fd);
+	}
+	cr_assert_eq(calls, 1, "%d more calls after the first failed", calls);
+	/* its HELLO, then the owner's */
+	cr_assert_eq(get_frame(first, &key, &m), 0);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_HELLO;
+	m.hdr.sender = OWNER_ID;
+	m.hdr.receiver = r2cc_chan_self();
+	m.hdr.seq = 1;
+	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
+	m.hello.pid = (uint32_t)getpid();
+	len = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_gt(len, 0);
+	cr_assert_eq(write(first, buf, (size_t)len), len);
+	cr_assert(wait_for(&resolved, 40), "%d of 40 resolved", resolved);
+	cr_assert_eq(got_peer, OWNER_ID);
+	close(first);
+	close(lfd);
 	r2cc_chan_stop();
 }
