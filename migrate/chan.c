@@ -279,7 +279,7 @@ static int send_raw(uint64_t peer, struct r2cc_ctrl_msg *m)
 		ret = chan_conn_write(i, m);
 		if (ret != -EIO)
 			break;
-		chan_conn_close(i);
+		chan_conn_close_why(i, "a write failed");
 		ret = -ENOTCONN;
 	}
 	return ret;

@@ -144,7 +144,7 @@ static int other_open(uint64_t peer, int i)
 
 /* An open channel ends: which, between which addresses (a channel over
  * a rail dies with it), and whether the peer has another. */
-static void say_closed(const struct conn *c)
+static void say_closed(const struct conn *c, const char *why)
 {
 	struct sockaddr_in a = { 0 }, b = { 0 };
 	socklen_t la = sizeof(a), lb = sizeof(b);
@@ -154,12 +154,17 @@ static void say_closed(const struct conn *c)
 		inet_ntop(AF_INET, &a.sin_addr, sa, sizeof(sa));
 	if (!getpeername(c->fd, (struct sockaddr *)&b, &lb))
 		inet_ntop(AF_INET, &b.sin_addr, sb, sizeof(sb));
-	r2cc_info("control channel to %016llx (%s -> %s) closed%s",
+	r2cc_info("control channel to %016llx (%s -> %s) closed%s: %s",
 		  (unsigned long long)c->peer, sa, sb,
-		  c->out_off < c->out_len ? " with frames unsent" : "");
+		  c->out_off < c->out_len ? " with frames unsent" : "", why);
 }
 
 void chan_conn_close(int i)
+{
+	chan_conn_close_why(i, "by this process");
+}
+
+void chan_conn_close_why(int i, const char *why)
 {
 	struct conn *c = cs.conns[i];
 	struct peer *p;
@@ -169,7 +174,7 @@ void chan_conn_close(int i)
 	r2cc_dbg("control connection %d (role %d) closed", i, c->role);
 	p = c->role == C_OPEN ? chan_peer_find(c->peer) : NULL;
 	if (p && cs.running)
-		say_closed(c);
+		say_closed(c, why);
 	close(c->fd);
 	if (p && p->conn == i)
 		p->conn = other_open(p->id, i);
@@ -321,7 +326,7 @@ void chan_conn_writable(int i)
 {
 	if (out_send(cs.conns[i])) {
 		cs.st.send_fail++;
-		chan_conn_close(i);
+		chan_conn_close_why(i, "a send failed");
 	}
 }
 
@@ -475,7 +480,8 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 	r2cc_ctrl_count(&cs.st.rx, rc);
 	if (rc) {
 		r2cc_warn("control frame dropped: %s", strerror(-rc));
-		chan_conn_close(i); /* a stream out of step cannot recover */
+		/* a stream out of step cannot recover */
+		chan_conn_close_why(i, "a frame failed its check");
 		goto out;
 	}
 	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_IN, 1);
@@ -549,7 +555,8 @@ void chan_conn_readable(int i)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n <= 0) {
-			chan_conn_close(i);
+			chan_conn_close_why(i, n ? strerror(errno) :
+						   "the peer closed it");
 			return;
 		}
 		c->have += (size_t)n;
@@ -623,7 +630,8 @@ void chan_expire(uint64_t now)
 			chan_res_next_addr(r);
 			continue;
 		}
-		chan_conn_close(i);
+		chan_conn_close_why(i, "its step or its reader's stall bound "
+				       "passed");
 	}
 	for (i = 0; i < cs.nres; i++)
 		if (cs.res[i]->used && !cs.res[i]->started)

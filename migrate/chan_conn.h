@@ -13,6 +13,8 @@ struct peer *chan_peer_find(uint64_t id);
 /* Connection @i closed and its slot freed; its resolve told (or asked
  * again, for a LOOKUP the rendezvous never answered). */
 void chan_conn_close(int i);
+/* ... saying @why, if it was an open channel */
+void chan_conn_close_why(int i, const char *why);
 /* A non-blocking connect to @a for @role (serving resolve @res, or -1):
  * the connection's index, or -errno (-EMFILE: past the budget). */
 int chan_conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role,
