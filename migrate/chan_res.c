@@ -28,9 +28,10 @@ void chan_res_end(int r, uint64_t peer)
 	for (i = 0; i < cs.nconn; i++)
 		if (cs.conns[i]->res == r)
 			cs.conns[i]->res = -1;
-	/* Its call to the owner failed: one resolve that waited on it
-	 * calls now (the others wait on that one) */
-	for (i = 0; !peer && x->owner && i < cs.nres; i++)
+	/* Its call to the owner failed (or another process answered it):
+	 * one resolve that waited on it calls now (the others wait on
+	 * that one) */
+	for (i = 0; x->owner && peer != x->owner && i < cs.nres; i++)
 		if (cs.res[i]->used && cs.res[i]->waits &&
 		    cs.res[i]->owner == x->owner) {
 			cs.res[i]->waits = false;
