@@ -86,6 +86,29 @@ void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc)
 	pthread_mutex_unlock(&mc->lock);
 }
 
+/* An event of @mq's standby CQ @cq while the QP's lock is held elsewhere
+ * (a move works on it: hundreds of ms under load). This thread reads and
+ * writes every peer's frames and does not wait for it: the program CQ's
+ * doorbell rings (its own lock only). */
+static void ring_busy(struct r2cc_mig_qp *mq, struct ibv_cq *cq)
+{
+	/* Without the QP's lock: its program CQs are its own for its life;
+	 * a standby CQ remade meanwhile makes this event a stale one, and a
+	 * ring too many is harmless. */
+	struct ibv_cq *bs = __atomic_load_n(&mq->bscq, __ATOMIC_RELAXED),
+		      *br = __atomic_load_n(&mq->brcq, __ATOMIC_RELAXED);
+	struct r2cc_mig_cq *mc = cq == bs ? mq->scq : cq == br ? mq->rcq : NULL;
+
+	if (!mc || !atomic_exchange(&mc->armed, 0))
+		return;
+	if (r2cc_mig_bell_ring(mc)) {
+		/* the program's next arm arms this CQ again */
+		atomic_store(&mc->armed, 1);
+		r2cc_dbg("QP %#x: no completion event raised (its doorbell)",
+			 mq->qpn);
+	}
+}
+
 void r2cc_mig_ring_ready(int fd, void *arg)
 {
 	struct ibv_comp_channel *ch = arg;
@@ -99,7 +122,10 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 
 		/* Acked first: a destroy of this CQ waits for it. */
 		ps.v.ack_cq_events(cq, 1);
-		pthread_mutex_lock(&mq->lock);
+		if (pthread_mutex_trylock(&mq->lock)) {
+			ring_busy(mq, cq);
+			continue;
+		}
 		if (cq == mq->bscq || cq == mq->brcq) {
 			struct r2cc_mig_cq *mc =
 				cq == mq->bscq ? mq->scq : mq->rcq;

@@ -3,7 +3,8 @@
  * test_bell.c - a program CQ's doorbell (migrate/bell.c) over a scripted
  * verbs table: made at the first ring on the program's CQ and context, in
  * ERR, each ring one signaled send that flushes there; its flush is told
- * from the program's completions; freed before the program's CQ.
+ * from the program's completions; freed before the program's CQ. A
+ * standby CQ's event while its QP is busy rings it, without waiting.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "bell.h"
 #include "mig_int.h"
 #include "protect.h"
+#include "wake.h"
 
 static struct ibv_context ctx;
 static struct ibv_cq pcq = { .context = &ctx, .cqe = 16 };
@@ -153,5 +155,56 @@ Test(bell, none_without_the_programs_cq, .init = setup)
 
 	cr_assert_lt(r2cc_mig_bell_ring(mc), 0);
 	cr_assert_eq(npd + nqp + nsent, 0);
+	r2cc_mig_cq_free(mc);
+}
+
+/* A standby CQ's event while its QP's lock is held elsewhere (a move
+ * works on it): the channel thread does not wait for the lock, the
+ * program CQ's doorbell rings (once per arming). */
+static struct ibv_cq bcq_ev = { .context = &ctx };
+static void *ev_ctx;
+static int nev, nacked;
+
+static int f_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq,
+			  void **cqc)
+{
+	(void)ch;
+	if (!nev)
+		return -1;
+	nev--;
+	*cq = &bcq_ev;
+	*cqc = ev_ctx;
+	return 0;
+}
+
+static void f_ack_cq_events(struct ibv_cq *cq, unsigned int n)
+{
+	cr_assert_eq(cq, &bcq_ev);
+	nacked += (int)n;
+}
+
+Test(bell, a_busy_qps_event_rings_without_waiting_for_it, .init = setup,
+     .timeout = 10)
+{
+	struct r2cc_mig_cq *mc = r2cc_mig_cq_new(&pcq, pcq.cqe);
+	static struct r2cc_mig_qp mq;
+	struct ibv_comp_channel ch = { .fd = -1 };
+
+	ps.v.get_cq_event = f_get_cq_event;
+	ps.v.ack_cq_events = f_ack_cq_events;
+	pthread_mutex_init(&mq.lock, NULL);
+	mq.qpn = 0x21;
+	mq.scq = mq.rcq = mc;
+	mq.bscq = mq.brcq = &bcq_ev;
+	ev_ctx = &mq;
+	atomic_store(&mc->armed, 1); /* the program sleeps on its CQ */
+	pthread_mutex_lock(&mq.lock); /* a move holds the QP */
+	nev = 2;
+	r2cc_mig_ring_ready(-1, &ch);
+	cr_assert_eq(nacked, 2, "events not acknowledged");
+	cr_assert_eq(nsent, 1, "the doorbell did not ring (once an arming)");
+	cr_assert_eq(atomic_load(&mc->armed), 0);
+	pthread_mutex_unlock(&mq.lock);
+	r2cc_mig_bell_free(mc);
 	r2cc_mig_cq_free(mc);
 }
