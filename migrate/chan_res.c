@@ -28,16 +28,24 @@ void chan_res_end(int r, uint64_t peer)
 	for (i = 0; i < cs.nconn; i++)
 		if (cs.conns[i]->res == r)
 			cs.conns[i]->res = -1;
-	/* Its call to the owner failed (or another process answered it):
-	 * one resolve that waited on it calls now (the others wait on
-	 * that one) */
-	for (i = 0; x->owner && peer != x->owner && i < cs.nres; i++)
-		if (cs.res[i]->used && cs.res[i]->waits &&
-		    cs.res[i]->owner == x->owner) {
-			cs.res[i]->waits = false;
+	/* Its call to the owner failed: the owner took none at any of
+	 * its addresses, nor would it take the calls of the resolves that
+	 * waited on this one (each asked again, with a fresh lookup, by
+	 * its QP: MIG_RESOLVES). Answered by another process (the owner's
+	 * port taken over): one of them calls in its turn. */
+	for (i = 0; x->owner && peer != x->owner && i < cs.nres; i++) {
+		struct res *w = cs.res[i];
+
+		if (!w->used || !w->waits || w->owner != x->owner)
+			continue;
+		w->waits = false;
+		if (peer) {
 			chan_res_next_addr(i);
 			break;
 		}
+		w->owner = 0; /* (its end wakes none) */
+		chan_res_end(i, 0);
+	}
 	if (!peer)
 		cs.st.conn_fail++;
 	else

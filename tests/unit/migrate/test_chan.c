@@ -9,7 +9,8 @@
  * asked again on a fresh connection. Hundreds of peers are each
  * reachable; connections past the budget are refused and counted. An
  * owner at work on a backlog tells its peers it lives. Resolves of many
- * QPs of one owner make one channel to it.
+ * QPs of one owner make one call to it; when that call fails, they all
+ * end.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -956,9 +957,8 @@ Test(chan, a_busy_owner_tells_its_peers_it_lives, .timeout = 30)
 /* Many QPs of one owner resolved at once (a rank binding hundreds), the
  * owner slow to answer its calls: one call to it, not one each (every
  * call that succeeds stays open as a channel). The owner here is a fake
- * (OWNER_QPN's lookups name it) that drops the first call once every
- * lookup is in (one waiting resolve calls then), and answers the second
- * call's HELLO: every other resolve ends with it. */
+ * (OWNER_QPN's lookups name it) that answers its one call's HELLO once
+ * every lookup is in: every resolve ends with it. */
 Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
 {
 	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
@@ -992,20 +992,6 @@ Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
 			close(fd);
 	}
 	cr_assert_eq(calls, 1, "%d calls to one owner", calls);
-	/* that call fails: one of the resolves waiting on it calls */
-	close(first);
-	first = -1;
-	for (i = 0; i < 100 && first < 0; i++) {
-		first = accept(lfd, NULL, NULL);
-		usleep(20 * 1000);
-	}
-	cr_assert_geq(first, 0, "no resolve called after the first failed");
-	usleep(300 * 1000);
-	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
-		calls++;
-		close(fd);
-	}
-	cr_assert_eq(calls, 1, "%d more calls after the first failed", calls);
 	/* its HELLO, then the owner's */
 	cr_assert_eq(get_frame(first, &key, &m), 0);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
@@ -1022,6 +1008,44 @@ Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
 	cr_assert(wait_for(&resolved, 40), "%d of 40 resolved", resolved);
 	cr_assert_eq(got_peer, OWNER_ID);
 	close(first);
+	close(lfd);
+	r2cc_chan_stop();
+}
+
+/* The one call to an owner fails (the owner takes none): the resolves
+ * that waited on it end with no owner too, none calls again (the same
+ * addresses; their QPs ask again with a fresh lookup). */
+Test(chan, a_failed_call_ends_the_resolves_waiting_on_it, .timeout = 30)
+{
+	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	int lfd, fd, calls = 0, i;
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	cr_assert_geq(lfd, 0);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(lfd, 128), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+	owner_port = ntohs(a.sin_port);
+	start();
+	for (i = 1; i <= 20; i++)
+		cr_assert_eq(r2cc_chan_resolve(&q, (uint64_t)i), 0);
+	for (i = 0; i < 100 && __atomic_load_n(&lookups, __ATOMIC_SEQ_CST) < 20;
+	     i++)
+		usleep(20 * 1000);
+	usleep(300 * 1000);
+	fd = accept(lfd, NULL, NULL);
+	cr_assert_geq(fd, 0, "no call to the owner");
+	close(fd); /* no HELLO: the call failed */
+	cr_assert(wait_for(&resolved, 20), "%d of 20 ended", resolved);
+	cr_assert_eq(got_peer, 0, "an owner from a failed call");
+	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+		calls++;
+		close(fd);
+	}
+	cr_assert_eq(calls, 0, "%d more calls after the first failed", calls);
 	close(lfd);
 	r2cc_chan_stop();
 }
