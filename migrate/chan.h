@@ -17,6 +17,11 @@
 #include "ctrl_msg.h"
 
 #define MIG_CHAN_STEP_MS 2000 /* bound of each connect / reply wait */
+/* A call's HELLO answered at most this long after its connect succeeded:
+ * the owner is there, and under load its channel thread may be slow (a
+ * call dropped at the step bound went to its next address, the owner
+ * answered the first one late, and every address was tried in vain) */
+#define MIG_CHAN_HELLO_MS 10000
 /* Budgets past which the channel refuses, says so once and counts
  * (struct r2cc_chan_stats): peer processes remembered (each keeps its
  * replay window), resolves waiting or under way, connections (also at

@@ -588,6 +588,9 @@ void chan_conn_connected(int i)
 	if (c->role == C_HELLO) {
 		send_hello(i,
 			   c->res >= 0 ? cs.res[c->res]->owner : R2CC_CTRL_ANY);
+		if (c->role == C_HELLO)
+			c->deadline_ns =
+				chan_now_ns() + MIG_CHAN_HELLO_MS * 1000000ULL;
 		return;
 	}
 	memset(&m, 0, sizeof(m));

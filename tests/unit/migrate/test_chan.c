@@ -10,7 +10,7 @@
  * reachable; connections past the budget are refused and counted. An
  * owner at work on a backlog tells its peers it lives. Resolves of many
  * QPs of one owner make one call to it; when that call fails, they all
- * end.
+ * end. A call the owner took is waited for past the step bound.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -1046,6 +1046,53 @@ Test(chan, a_failed_call_ends_the_resolves_waiting_on_it, .timeout = 30)
 		close(fd);
 	}
 	cr_assert_eq(calls, 0, "%d more calls after the first failed", calls);
+	close(lfd);
+	r2cc_chan_stop();
+}
+
+/* An owner that took the call but answers its HELLO past the step bound
+ * (its channel thread slow under load) is waited for: the call is not
+ * dropped for the owner's next address. */
+Test(chan, a_slow_hello_is_waited_for_past_the_step, .timeout = 30)
+{
+	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
+	struct r2cc_ctrl_key key = job_key();
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct pollfd p;
+	socklen_t al = sizeof(a);
+	struct r2cc_ctrl_msg m;
+	int lfd, fd, len;
+
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(lfd, 0);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(lfd, 8), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+	owner_port = ntohs(a.sin_port);
+	start();
+	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);
+	p = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 10000), 1, "no call");
+	fd = accept(lfd, NULL, NULL);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(get_frame(fd, &key, &m), 0);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	usleep((MIG_CHAN_STEP_MS + 1000) * 1000);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_HELLO;
+	m.hdr.sender = OWNER_ID;
+	m.hdr.receiver = r2cc_chan_self();
+	m.hdr.seq = 1;
+	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
+	m.hello.pid = (uint32_t)getpid();
+	len = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_gt(len, 0);
+	cr_assert_eq(write(fd, buf, (size_t)len), len);
+	cr_assert(wait_for(&resolved, 1), "never resolved");
+	cr_assert_eq(got_peer, OWNER_ID, "the slow call dropped");
+	close(fd);
 	close(lfd);
 	r2cc_chan_stop();
 }
