@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -701,7 +702,9 @@ uint64_t r2cc_chan_self(void)
 	return r2cc_chan_running() ? cs.key.self : 0;
 }
 
-uint64_t r2cc_chan_heard_ns(uint64_t peer)
+/* @peer's time at @off in its struct peer, 0 if none (not running, or
+ * never heard from) */
+static uint64_t peer_time(uint64_t peer, size_t off)
 {
 	struct peer *p;
 	uint64_t t = 0;
@@ -709,9 +712,14 @@ uint64_t r2cc_chan_heard_ns(uint64_t peer)
 	pthread_mutex_lock(&cs.lock);
 	p = cs.running ? chan_peer_find(peer) : NULL;
 	if (p)
-		t = p->heard_ns;
+		memcpy(&t, (const char *)p + off, sizeof(t));
 	pthread_mutex_unlock(&cs.lock);
 	return t;
+}
+
+uint64_t r2cc_chan_heard_ns(uint64_t peer)
+{
+	return peer_time(peer, offsetof(struct peer, heard_ns));
 }
 
 void r2cc_chan_answered(uint64_t peer)
@@ -727,15 +735,7 @@ void r2cc_chan_answered(uint64_t peer)
 
 uint64_t r2cc_chan_answered_ns(uint64_t peer)
 {
-	struct peer *p;
-	uint64_t t = 0;
-
-	pthread_mutex_lock(&cs.lock);
-	p = cs.running ? chan_peer_find(peer) : NULL;
-	if (p)
-		t = p->answered_ns;
-	pthread_mutex_unlock(&cs.lock);
-	return t;
+	return peer_time(peer, offsetof(struct peer, answered_ns));
 }
 
 uint16_t r2cc_chan_port(void)

@@ -954,46 +954,33 @@ Test(chan, a_busy_owner_tells_its_peers_it_lives, .timeout = 30)
 	r2cc_chan_stop();
 }
 
-/* Many QPs of one owner resolved at once (a rank binding hundreds), the
- * owner slow to answer its calls: one call to it, not one each (every
- * call that succeeds stays open as a channel). The owner here is a fake
- * (OWNER_QPN's lookups name it) that answers its one call's HELLO once
- * every lookup is in: every resolve ends with it. */
-Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
+/* The fake owner's listener (OWNER_QPN's lookups give its port), non-
+ * blocking if @nb. */
+static int owner_listen(bool nb)
 {
-	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
-	struct r2cc_ctrl_key key = job_key();
-	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t al = sizeof(a);
-	struct r2cc_ctrl_msg m;
-	int lfd, fd, first = -1, calls = 0, i, len;
+	int lfd = socket(AF_INET, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
 
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	cr_assert_geq(lfd, 0);
 	cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
 	cr_assert_eq(listen(lfd, 128), 0);
 	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
 	owner_port = ntohs(a.sin_port);
-	start();
-	for (i = 1; i <= 40; i++)
-		cr_assert_eq(r2cc_chan_resolve(&q, (uint64_t)i), 0);
-	for (i = 0; i < 100 && __atomic_load_n(&lookups, __ATOMIC_SEQ_CST) < 40;
-	     i++)
-		usleep(20 * 1000);
-	cr_assert_geq(lookups, 40, "%d of 40 lookups", lookups);
-	usleep(300 * 1000); /* the calls they make, made */
-	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
-		calls++;
-		if (first < 0)
-			first = fd;
-		else
-			close(fd);
-	}
-	cr_assert_eq(calls, 1, "%d calls to one owner", calls);
-	/* its HELLO, then the owner's */
-	cr_assert_eq(get_frame(first, &key, &m), 0);
+	return lfd;
+}
+
+/* On a call the fake owner took: the caller's HELLO read, the owner's
+ * sent. */
+static void owner_hello(int fd)
+{
+	struct r2cc_ctrl_key key = job_key();
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_msg m;
+	int len;
+
+	cr_assert_eq(get_frame(fd, &key, &m), 0);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_HELLO;
@@ -1004,7 +991,46 @@ Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
 	m.hello.pid = (uint32_t)getpid();
 	len = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
 	cr_assert_gt(len, 0);
-	cr_assert_eq(write(first, buf, (size_t)len), len);
+	cr_assert_eq(write(fd, buf, (size_t)len), len);
+}
+
+/* @n resolves of OWNER_QPN asked, their lookups answered, the calls
+ * they make made. */
+static void resolve_owner(int n)
+{
+	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
+	int i;
+
+	for (i = 1; i <= n; i++)
+		cr_assert_eq(r2cc_chan_resolve(&q, (uint64_t)i), 0);
+	for (i = 0; i < 100 && __atomic_load_n(&lookups, __ATOMIC_SEQ_CST) < n;
+	     i++)
+		usleep(20 * 1000);
+	cr_assert_geq(lookups, n, "%d of %d lookups", lookups, n);
+	usleep(300 * 1000);
+}
+
+/* Many QPs of one owner resolved at once (a rank binding hundreds), the
+ * owner slow to answer its calls: one call to it, not one each (every
+ * call that succeeds stays open as a channel). The owner here is a fake
+ * (OWNER_QPN's lookups name it) that answers its one call's HELLO once
+ * every lookup is in: every resolve ends with it. */
+Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
+{
+	int lfd, fd, first = -1, calls = 0;
+
+	lfd = owner_listen(true);
+	start();
+	resolve_owner(40);
+	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+		calls++;
+		if (first < 0)
+			first = fd;
+		else
+			close(fd);
+	}
+	cr_assert_eq(calls, 1, "%d calls to one owner", calls);
+	owner_hello(first);
 	cr_assert(wait_for(&resolved, 40), "%d of 40 resolved", resolved);
 	cr_assert_eq(got_peer, OWNER_ID);
 	close(first);
@@ -1017,25 +1043,11 @@ Test(chan, many_resolves_of_one_owner_make_one_call, .timeout = 30)
  * addresses; their QPs ask again with a fresh lookup). */
 Test(chan, a_failed_call_ends_the_resolves_waiting_on_it, .timeout = 30)
 {
-	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t al = sizeof(a);
-	int lfd, fd, calls = 0, i;
+	int lfd, fd, calls = 0;
 
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	cr_assert_geq(lfd, 0);
-	cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(listen(lfd, 128), 0);
-	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
-	owner_port = ntohs(a.sin_port);
+	lfd = owner_listen(true);
 	start();
-	for (i = 1; i <= 20; i++)
-		cr_assert_eq(r2cc_chan_resolve(&q, (uint64_t)i), 0);
-	for (i = 0; i < 100 && __atomic_load_n(&lookups, __ATOMIC_SEQ_CST) < 20;
-	     i++)
-		usleep(20 * 1000);
-	usleep(300 * 1000);
+	resolve_owner(20);
 	fd = accept(lfd, NULL, NULL);
 	cr_assert_geq(fd, 0, "no call to the owner");
 	close(fd); /* no HELLO: the call failed */
@@ -1056,40 +1068,18 @@ Test(chan, a_failed_call_ends_the_resolves_waiting_on_it, .timeout = 30)
 Test(chan, a_slow_hello_is_waited_for_past_the_step, .timeout = 30)
 {
 	struct r2cc_ctrl_qp_ref q = loopback_ref(OWNER_QPN);
-	struct r2cc_ctrl_key key = job_key();
-	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct pollfd p;
-	socklen_t al = sizeof(a);
-	struct r2cc_ctrl_msg m;
-	int lfd, fd, len;
+	int lfd, fd;
 
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(lfd, 0);
-	cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(listen(lfd, 8), 0);
-	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
-	owner_port = ntohs(a.sin_port);
+	lfd = owner_listen(false);
 	start();
 	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);
 	p = (struct pollfd){ .fd = lfd, .events = POLLIN };
 	cr_assert_eq(poll(&p, 1, 10000), 1, "no call");
 	fd = accept(lfd, NULL, NULL);
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(get_frame(fd, &key, &m), 0);
-	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
 	usleep((MIG_CHAN_STEP_MS + 1000) * 1000);
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_HELLO;
-	m.hdr.sender = OWNER_ID;
-	m.hdr.receiver = r2cc_chan_self();
-	m.hdr.seq = 1;
-	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
-	m.hello.pid = (uint32_t)getpid();
-	len = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
-	cr_assert_gt(len, 0);
-	cr_assert_eq(write(fd, buf, (size_t)len), len);
+	owner_hello(fd);
 	cr_assert(wait_for(&resolved, 1), "never resolved");
 	cr_assert_eq(got_peer, OWNER_ID, "the slow call dropped");
 	close(fd);
