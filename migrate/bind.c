@@ -343,8 +343,7 @@ static bool bound_again(struct r2cc_mig_qp *mq, uint64_t peer,
  * goes again as an echo, nothing else changes. An echo is not answered:
  * a peer that sent its bind twice gets two echoes, and the second, to a
  * peer bound by the first, would start two bound ends answering each
- * other for ever (tens of thousands of frames a process in the scale
- * lab). */
+ * other for ever. */
 static void answer_again(struct r2cc_mig_qp *mq, uint64_t peer,
 			 const struct r2cc_ctrl_qp_bind *b)
 {

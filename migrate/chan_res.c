@@ -245,10 +245,9 @@ void chan_got_reply(int i, const struct r2cc_ctrl_msg *m)
 	x->naddr = lr->naddr;
 	memcpy(x->addr, lr->addr, sizeof(x->addr));
 	x->next = 0;
-	/* One call to an owner at a time: hundreds of QPs resolved at
-	 * once each dialled it while none was open yet, and every call
-	 * that succeeded stayed open (a second channel is never closed:
-	 * frames may be on it), until the connections' budget was full */
+	/* One call to an owner at a time: every call that succeeds stays
+	 * open (a second channel is never closed: frames may be on it),
+	 * and a rank resolves hundreds of QPs of one owner at once */
 	if (calling(lr->owner, r)) {
 		x->waits = true;
 		return;

@@ -132,12 +132,10 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 
 			/* Not armed again here: the program, woken (or
 			 * awake: not armed), arms its CQ, and with it this
-			 * one, before it sleeps again (r2cc_mig_cq_arm()).
-			 * Armed again after every completion instead, a
-			 * standby CQ raised an event (two system calls on
-			 * this thread) for each of them, and at scale this
-			 * thread took as much CPU as the program. Only a
-			 * ring that failed waits for the next completion. */
+			 * one, before it sleeps again (r2cc_mig_cq_arm()),
+			 * so that an awake program's standby completions
+			 * raise no events. Only a ring that failed waits
+			 * for the next completion. */
 			r2cc_mig_ring(mq, mc);
 			if (mc && atomic_load(&mc->armed))
 				cq->context->ops.req_notify_cq(cq, 0);
