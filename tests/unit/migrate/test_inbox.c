@@ -96,6 +96,15 @@ static void reset(void)
 	hold = false;
 }
 
+/* The handler waits from now on (@on), or no more. */
+static void set_hold(bool on)
+{
+	pthread_mutex_lock(&lock);
+	hold = on;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
 /* Until *@v >= @n, at most 10 s: true if it got there. */
 static bool wait_for(int *v, int n)
 {
@@ -181,9 +190,7 @@ Test(inbox, what_waits_is_bounded, .timeout = 60)
 
 	reset();
 	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
-	pthread_mutex_lock(&lock);
-	hold = true;
-	pthread_mutex_unlock(&lock);
+	set_hold(true);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_MR_KEYS;
 	m.mr_keys.n = R2CC_CTRL_MAX_MRS;
@@ -191,10 +198,7 @@ Test(inbox, what_waits_is_bounded, .timeout = 60)
 	for (i = 0; i < 2 * MIG_INBOX_MAX / (int)sizeof(m); i++, sent++)
 		r2cc_mig_inbox_msg(7, &m);
 	cr_assert_gt(r2cc_mig_inbox_dropped(), 0, "nothing dropped");
-	pthread_mutex_lock(&lock);
-	hold = false;
-	pthread_cond_broadcast(&cond);
-	pthread_mutex_unlock(&lock);
+	set_hold(false);
 	cr_assert(wait_for(&nmsg, sent - (int)r2cc_mig_inbox_dropped()));
 	usleep(100 * 1000);
 	cr_assert_eq(nmsg + (int)r2cc_mig_inbox_dropped(), sent);
@@ -210,18 +214,13 @@ Test(inbox, a_late_call_has_seen_only_what_came_before_it, .timeout = 30)
 
 	reset();
 	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
-	pthread_mutex_lock(&lock);
-	hold = true;
-	pthread_mutex_unlock(&lock);
+	set_hold(true);
 	sent = mono_ns();
 	send_failover(0);
 	cr_assert(wait_for(&nheld, 1), "never taken up");
 	usleep(10 * 1000);
 	released = mono_ns();
-	pthread_mutex_lock(&lock);
-	hold = false;
-	pthread_cond_broadcast(&cond);
-	pthread_mutex_unlock(&lock);
+	set_hold(false);
 	cr_assert(wait_for(&nmsg, 1));
 	cr_assert_geq(now_in_msg, released);
 	cr_assert_geq(seen_in_msg, sent);
@@ -242,19 +241,14 @@ Test(inbox, busy_while_it_runs_calls, .timeout = 30)
 	reset();
 	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
 	cr_assert_eq(r2cc_mig_inbox_busy_since(), 0, "busy before any call");
-	pthread_mutex_lock(&lock);
-	hold = true;
-	pthread_mutex_unlock(&lock);
+	set_hold(true);
 	sent = mono_ns();
 	send_failover(0);
 	cr_assert(wait_for(&nheld, 1), "never taken up");
 	busy = r2cc_mig_inbox_busy_since();
 	cr_assert_geq(busy, sent, "not busy while a call runs");
 	cr_assert_leq(busy, mono_ns());
-	pthread_mutex_lock(&lock);
-	hold = false;
-	pthread_cond_broadcast(&cond);
-	pthread_mutex_unlock(&lock);
+	set_hold(false);
 	cr_assert(wait_for(&nmsg, 1));
 	/* back to waiting within its bounded wait */
 	for (i = 0; i < 100 && r2cc_mig_inbox_busy_since(); i++)
