@@ -41,7 +41,7 @@ static std::vector<opt_row> opt_table(sim_opts &o)
 		{ "nvlink-gbps", 'd', &p.nvlink_gbps,
 		  "NVLink per GPU, Gb/s each way (3600)" },
 		{ "study", 's', &o.study,
-		  "default | validate | ring | tree | moe (default)" },
+		  "default | validate | ring | tree | moe | lab (default)" },
 		{ "out", 's', &o.out, "folder for tables, results.tsv, plots" },
 		{ "params", 'd', &o.params, "dense model parameters (175e9)" },
 		{ "pp", 'i', &o.pp, "pipeline stages; DP = nodes / pp (16)" },
@@ -151,8 +151,8 @@ static int parse(int argc, char **argv, sim_opts &o)
 static int check(const sim_opts &o)
 {
 	std::string err = sim_platform_check(o.pf);
-	const char *studies[] = { "default", "validate", "ring", "tree",
-				  "moe" };
+	const char *studies[] = { "default", "validate", "ring",
+				  "tree",    "moe",	 "lab" };
 	bool known = false;
 
 	for (const char *s : studies)
@@ -161,10 +161,15 @@ static int check(const sim_opts &o)
 		err = "unknown study `" + o.study + "'";
 	if (err.empty() && o.out.empty())
 		err = "--out DIR is required";
-	if (err.empty() &&
+	/* the lab study runs no model: pp and ep-nodes do not matter */
+	bool model = o.study != "lab";
+
+	if (err.empty() && !model && o.pf.nodes != 2)
+		err = "the lab study has 2 nodes (--nodes 2)";
+	if (err.empty() && model &&
 	    (o.pp < 1 || o.pf.nodes % o.pp || o.pf.nodes / o.pp < 2))
 		err = "pp must divide nodes, leaving at least 2 DP replicas";
-	if (err.empty() && (o.ep_nodes < 2 || o.ep_nodes > o.pf.nodes))
+	if (err.empty() && model && (o.ep_nodes < 2 || o.ep_nodes > o.pf.nodes))
 		err = "ep-nodes must be 2..nodes";
 	if (err.empty() && (o.channels < 1 || o.tree_chunks < 1 || o.qps < 1 ||
 			    o.split_qps < 1 || o.k < 1))

@@ -56,6 +56,20 @@ void sim_sched_ring(sim_sched &s, const std::vector<int> &members, int gpu,
 	}
 }
 
+void sim_sched_streams(sim_sched &s, int src, int dst, int rails, int chans,
+		       double bytes)
+{
+	for (int r = 0; r < rails; r++)
+		for (int c = 0; c < chans; c++) {
+			int from = s.actor(src, r), to = s.actor(dst, r);
+			int cn = s.conn(src, dst, r, r * 1024 + c);
+
+			s.actors[from].steps.push_back(
+				{ 0, { net_xfer(to, cn, bytes) } });
+			s.actors[to].steps.push_back({ 1, {} });
+		}
+}
+
 /* Heap-shaped binary tree over positions; @mirror reverses positions */
 static int tree_pos(int member, int n, bool mirror)
 {

@@ -68,6 +68,14 @@ void sim_sched_tree(sim_sched &s, const std::vector<int> &members, int gpu,
 void sim_sched_alltoall(sim_sched &s, const std::vector<int> &members, int gpus,
 			int rails, double bytes);
 
+/*
+ * The lab's shape (tests/lab/scenarios/placement.sh): on each of @rails
+ * rails, @chans connections from node @src to node @dst stream @bytes
+ * each, all at once (ib_write_bw, one per rail, -q @chans).
+ */
+void sim_sched_streams(sim_sched &s, int src, int dst, int rails, int chans,
+		       double bytes);
+
 /* Checks for tests and the study: what a schedule sends */
 double sim_sched_bytes_from(const sim_sched &s, int node, int gpu);
 /* network flows (conn >= 0) in step @step of every actor */

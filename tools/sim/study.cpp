@@ -435,6 +435,46 @@ static void qps_sweep(study &st)
 			o.out.c_str());
 }
 
+/*
+ * The lab's case (tests/lab/scenarios/placement.sh, placement.bw): node 0
+ * streams to node 1 over every rail, --channels connections a rail, and
+ * loses rail 0. A stream's bandwidth after the loss over before is
+ * fault-free time over time (every stream moves the same bytes; the
+ * lab's figure is the slowest rail's). The lab prints its measured
+ * ratio beside the r2cc-rtr row.
+ */
+static void lab(study &st)
+{
+	const sim_opts &o = st.o;
+	sim_sched s;
+	sim_place_opts po = { o.pf.rails, o.pf.nic_gbps, o.qps, o.split_qps };
+	sim_nicset dead = { { 0, 0 } };
+	double bytes = 1e9 * o.pf.nic_gbps / 8; /* 1 s of a NIC */
+	const int pols[] = { SIM_POL_FIXED, SIM_POL_R2CC, SIM_POL_RTR,
+			     SIM_POL_SPLIT, SIM_POL_IDEAL };
+
+	sim_sched_streams(s, 0, 1, o.pf.rails, o.channels, bytes);
+	double t0 = sim_run(st.pf, s, sim_place_healthy(s)).seconds;
+
+	say(st,
+	    "\n== lab: node 0 streams to node 1, %d connections a rail on "
+	    "%d rails; node 0 loses rail 0\n%-10s %9s %9s %9s %9s\n",
+	    o.channels, o.pf.rails, "policy", "stream0/s", "stream/s",
+	    "bw-ratio", "max-share");
+	for (int pol : pols) {
+		sim_placement p;
+
+		if (!sim_place(s, dead, (sim_policy)pol, po, p))
+			continue;
+		double t = sim_run(st.pf, s, p).seconds;
+
+		say(st, "%-10s %9.4f %9.4f %9.4f %9.2f\n", sim_policy_name[pol],
+		    t0, t, t0 / t, sim_place_max_rail_share(s, p, o.pf.rails));
+		fprintf(st.tsv, "lab\tstreams\t%s\t%.6f\t%.6f\t\t\t\t\t\n",
+			sim_policy_name[pol], t0, t);
+	}
+}
+
 /* mkdir -p */
 static int make_dir(const std::string &path)
 {
@@ -460,6 +500,8 @@ static void header(study &st)
 	say(st, "network model: SimGrid LV08 with latency and bandwidth "
 		"factors 1, no cross-traffic, no RTT weighting (RDMA, not "
 		"TCP)\n");
+	if (o.study == "lab")
+		return;
 	say(st,
 	    "dense: %.0fB params, PP %d, DP rings of %d nodes, %.2f GB "
 	    "gradients per GPU, %d channels, compute %.3f s\n",
@@ -481,6 +523,8 @@ int sim_study_run(const sim_opts &o, const sim_platform &pf)
 {
 	study st = { o, pf, {}, {}, {}, nullptr, nullptr, true, {} };
 	std::vector<int> wls;
+	bool checks = o.study == "default" || o.study == "validate" ||
+		      o.study == "ring";
 	auto t_start = std::chrono::steady_clock::now();
 	int err = make_dir(o.out);
 
@@ -506,12 +550,14 @@ int sim_study_run(const sim_opts &o, const sim_platform &pf)
 		wls = { WL_A2A };
 	if (!wls.empty())
 		tables(st, wls);
-	if (o.study == "default" || o.study == "validate" || o.study == "ring")
+	if (checks)
 		validate(st);
 	if (o.study == "default")
 		qps_sweep(st);
-	say(st, "\nvalidation %s; wall time %.1f s\n",
-	    st.valid ? "passed" : "FAILED",
+	if (o.study == "lab")
+		lab(st);
+	say(st, "\n%s%swall time %.1f s\n", checks ? "validation " : "",
+	    checks ? (st.valid ? "passed; " : "FAILED; ") : "",
 	    std::chrono::duration<double>(std::chrono::steady_clock::now() -
 					  t_start)
 		    .count());

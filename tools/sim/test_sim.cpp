@@ -289,6 +289,52 @@ static void failover(void)
 	}
 }
 
+/*
+ * The lab's case (placement.bw): 2 connections a rail on 3 rails from
+ * node 0 to node 1, node 0 loses rail 0. The fixed pair puts both on
+ * rail 1 (4 streams share it: each at half its speed), r2cc and the
+ * ideal spread them (3 a rail: two thirds).
+ */
+static void lab_streams(void)
+{
+	sim_platform_spec spec;
+	sim_platform pf;
+	sim_sched s;
+	sim_place_opts o = { 3, 16, 1, 4 };
+	sim_nicset dead = { { 0, 0 } };
+	double S = 1e6;
+
+	spec.nodes = 2;
+	spec.gpus = 3;
+	spec.rails = 3;
+	spec.nodes_per_leaf = 2;
+	spec.nic_gbps = 16;
+	sim_network_config();
+	sim_platform_build(spec, pf);
+	sim_sched_streams(s, 0, 1, 3, 2, S);
+	EXPECT(s.conns.size() == 6);
+	EXPECT(sim_sched_flows_in_step(s, 0) == 6);
+	EXPECT_NEAR(sim_sched_bytes_from(s, 0, 2), 2 * S, 1e-12);
+	EXPECT_NEAR(sim_sched_bytes_from(s, 1, 2), 0, 1e-12);
+	double t0 = sim_run(pf, s, sim_place_healthy(s)).seconds;
+
+	/* two streams share a 2 GB/s NIC */
+	EXPECT_NEAR(t0, 2 * S / 2e9, 0.01);
+	for (auto pw : { std::make_pair(SIM_POL_FIXED, 0.5),
+			 std::make_pair(SIM_POL_R2CC, 2 / 3.0),
+			 std::make_pair(SIM_POL_RTR, 2 / 3.0),
+			 std::make_pair(SIM_POL_IDEAL, 2 / 3.0) }) {
+		sim_placement p;
+
+		EXPECT(sim_place(s, dead, pw.first, o, p));
+		double r = t0 / sim_run(pf, s, p).seconds;
+
+		printf("%s: bandwidth ratio %.4f\n", sim_policy_name[pw.first],
+		       r);
+		EXPECT_NEAR(r, pw.second, 0.01);
+	}
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -301,6 +347,7 @@ static const struct {
 	{ "place-policies", place_policies },
 	{ "closed-form", closed_form },
 	{ "failover", failover },
+	{ "lab-streams", lab_streams },
 };
 
 int main(int argc, char **argv)
