@@ -665,6 +665,7 @@ void r2cc_chan_stop(void)
 	memset(&cs.outbox, 0, sizeof(cs.outbox));
 	cs.out_bytes = 0;
 	pthread_mutex_unlock(&cs.out_lock);
+	chan_peers_say("at the end");
 	for (i = 0; i < cs.nconn; i++) {
 		cs.conns[i]->res = -1;
 		chan_conn_close(i);
@@ -700,42 +701,6 @@ bool r2cc_chan_running(void)
 uint64_t r2cc_chan_self(void)
 {
 	return r2cc_chan_running() ? cs.key.self : 0;
-}
-
-/* @peer's time at @off in its struct peer, 0 if none (not running, or
- * never heard from) */
-static uint64_t peer_time(uint64_t peer, size_t off)
-{
-	struct peer *p;
-	uint64_t t = 0;
-
-	pthread_mutex_lock(&cs.lock);
-	p = cs.running ? chan_peer_find(peer) : NULL;
-	if (p)
-		memcpy(&t, (const char *)p + off, sizeof(t));
-	pthread_mutex_unlock(&cs.lock);
-	return t;
-}
-
-uint64_t r2cc_chan_heard_ns(uint64_t peer)
-{
-	return peer_time(peer, offsetof(struct peer, heard_ns));
-}
-
-void r2cc_chan_answered(uint64_t peer)
-{
-	struct peer *p;
-
-	pthread_mutex_lock(&cs.lock);
-	p = cs.running ? chan_peer_find(peer) : NULL;
-	if (p)
-		p->answered_ns = chan_now_ns();
-	pthread_mutex_unlock(&cs.lock);
-}
-
-uint64_t r2cc_chan_answered_ns(uint64_t peer)
-{
-	return peer_time(peer, offsetof(struct peer, answered_ns));
 }
 
 uint16_t r2cc_chan_port(void)

@@ -44,6 +44,8 @@
  * moves take seconds under load): its peers, waiting for answers, are
  * told the process lives (r2cc_chan_heard_ns()) this often meanwhile. */
 #define MIG_CHAN_BUSY_MS 1000
+/* r2cc_chan_peer_say() says a peer's line at most this often */
+#define MIG_CHAN_SAY_MS 10000
 
 struct r2cc_chan_hooks {
 	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */
@@ -90,6 +92,18 @@ bool r2cc_chan_running(void);
 /* When a frame of @peer's was last accepted (CLOCK_MONOTONIC ns), or 0:
  * never, or not running. */
 uint64_t r2cc_chan_heard_ns(uint64_t peer);
+/* What went each way between this process and one peer */
+struct r2cc_chan_peer_stats {
+	uint64_t frames_out, msgs_out, frames_in, msgs_in;
+	uint64_t sent_ns, heard_ns; /* the last frame each way; 0: none */
+	size_t queued; /* bytes its channel's socket has not taken */
+	bool open; /* a channel to it is open */
+};
+/* @peer's figures; -ENOENT if it is not known (or not running) */
+int r2cc_chan_peer_stats(uint64_t peer, struct r2cc_chan_peer_stats *st);
+/* The same as one info line, saying @why (at most once in
+ * MIG_CHAN_SAY_MS a peer) */
+void r2cc_chan_peer_say(uint64_t peer, const char *why);
 /* The owner noted that @peer answered something it waited for (a move:
  * r2cc_mig_waited()); when it last did (CLOCK_MONOTONIC ns), or 0. */
 void r2cc_chan_answered(uint64_t peer);

@@ -95,39 +95,6 @@ static int conn_new(int fd, enum conn_role role, int res)
 	return -EMFILE;
 }
 
-struct peer *chan_peer_find(uint64_t id)
-{
-	if (id < R2CC_MAP_KEY_MIN)
-		return NULL;
-	return r2cc_map_lookup(&cs.peers, (uintptr_t)id);
-}
-
-/* @id's, remembered from now on; NULL: past MIG_CHAN_PEERS_MAX, or no
- * memory (said once, counted). */
-static struct peer *peer_get(uint64_t id)
-{
-	struct peer *p = chan_peer_find(id);
-
-	if (p || id < R2CC_MAP_KEY_MIN)
-		return p;
-	if (cs.npeers < MIG_CHAN_PEERS_MAX && (p = calloc(1, sizeof(*p)))) {
-		p->id = id;
-		p->conn = -1;
-		if (!r2cc_map_insert(&cs.peers, (uintptr_t)id, p)) {
-			p->next = cs.peer_list;
-			cs.peer_list = p;
-			cs.npeers++;
-			return p;
-		}
-		free(p);
-	}
-	chan_refused(R2CC_REFUSE_CTRL_PEER, &cs.st.peer_budget, &cs.peers_said,
-		     "%u peer processes remembered (budget %u): frames of "
-		     "others are dropped",
-		     cs.npeers, MIG_CHAN_PEERS_MAX);
-	return NULL;
-}
-
 /* Another open connection to @peer than @i, or -1. Two processes that
  * resolve each other at once each dial the other: both channels open, and
  * the peer stays reachable while either does. */
@@ -337,6 +304,7 @@ int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 {
 	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
 	struct conn *c = cs.conns[i];
+	struct peer *p;
 	size_t off = 0;
 	int len;
 
@@ -353,6 +321,12 @@ int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 		return -EIO;
 	}
 	cs.st.sent++;
+	p = chan_peer_find(m->hdr.receiver);
+	if (p) {
+		p->frames_out++;
+		p->msgs_out += m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1;
+		p->sent_ns = chan_now_ns();
+	}
 	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_OUT, 1);
 	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_OUT,
 			     m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1);
@@ -381,7 +355,7 @@ static void send_hello(int i, uint64_t to)
 static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 {
 	struct conn *c = cs.conns[i];
-	struct peer *p = peer_get(m->hdr.sender);
+	struct peer *p = chan_peer_get(m->hdr.sender);
 
 	if (!p) {
 		chan_conn_close(i);
@@ -472,10 +446,14 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		rc = c->role == C_LOOKUP && m->hdr.seq == c->asked ? 0 :
 								     -ESTALE;
 	} else if (!rc) {
-		p = peer_get(m->hdr.sender);
+		p = chan_peer_get(m->hdr.sender);
 		rc = p ? r2cc_ctrl_replay_accept(&p->win, m->hdr.seq) : -ENOMEM;
-		if (!rc)
+		if (!rc) {
 			p->heard_ns = chan_now_ns();
+			p->frames_in++;
+			p->msgs_in +=
+				m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1;
+		}
 	}
 	r2cc_ctrl_count(&cs.st.rx, rc);
 	if (rc) {

@@ -10,6 +10,9 @@
 
 /* The peer process @id, or NULL if none was heard from. */
 struct peer *chan_peer_find(uint64_t id);
+/* @id's, remembered from now on; NULL: past MIG_CHAN_PEERS_MAX, or no
+ * memory (said once, counted). */
+struct peer *chan_peer_get(uint64_t id);
 /* Connection @i closed and its slot freed; its resolve told (or asked
  * again, for a LOOKUP the rendezvous never answered). */
 void chan_conn_close(int i);
@@ -32,5 +35,7 @@ void chan_conn_connected(int i);
 void chan_conn_writable(int i);
 void chan_accept_on(int lfd);
 void chan_expire(uint64_t now);
+/* Every peer's r2cc_chan_peer_say() line, saying @why (the lock held) */
+void chan_peers_say(const char *why);
 
 #endif /* R2CC_MIG_CHAN_CONN_H */

@@ -3,7 +3,8 @@
  * chan_int.h - what the control channel's files share: its one state
  * (cs, under cs.lock: every field), connections, peers and resolves.
  * chan.c: addresses, listeners, the thread and the API; chan_conn.c:
- * connections and frames; chan_res.c: resolves and LOOKUPs.
+ * connections and frames; chan_res.c: resolves and LOOKUPs;
+ * chan_peer.c: the peers, their times and counts.
  */
 #ifndef R2CC_MIG_CHAN_INT_H
 #define R2CC_MIG_CHAN_INT_H
@@ -57,6 +58,10 @@ struct peer {
 	struct r2cc_ctrl_replay win; /* its seqs we accepted */
 	uint64_t heard_ns; /* its last frame accepted (chan_now_ns()) */
 	uint64_t answered_ns; /* r2cc_chan_answered() */
+	/* Frames each way, the messages they carried, the last one out:
+	 * r2cc_chan_peer_say() tells them */
+	uint64_t frames_out, msgs_out, frames_in, msgs_in, sent_ns;
+	uint64_t said_ns; /* r2cc_chan_peer_say()'s last line */
 	struct peer *next; /* cs.peer_list */
 	/* Open connection, or -1; written under cs.lock, read without it
 	 * by a thread that hands a message to the outbox */

@@ -64,8 +64,14 @@ static void bound_moves(void)
 		pthread_mutex_lock(&mq->lock);
 		if ((mq->life == R2CC_LIFE_FENCED ||
 		     mq->life == R2CC_LIFE_RECVS) &&
-		    r2cc_mig_waited(mq, mq->fault_ns, now, MIG_FENCE_BOUND_MS))
+		    r2cc_mig_waited(mq, mq->fault_ns, now,
+				    MIG_FENCE_BOUND_MS)) {
 			r2cc_mig_abandon(mq, "no answer from the peer in time");
+			if (mq->peer)
+				r2cc_chan_peer_say(
+					mq->peer,
+					"a move waited for it in vain");
+		}
 		/* Replayed, but the peer's count of our consumed receives
 		 * never came (its channel died between the two): the
 		 * receives cannot move. (An SRQ's QPs: bounded by the
