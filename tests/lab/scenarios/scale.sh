@@ -267,11 +267,15 @@ scale_judge() {
 	logs "$name" > "$LAB/all.$name.log"
 	life_check "$name" "$LAB/all.$name.log"
 	# fault -> each QP's first completion on its new rail (the moves
-	# after the fault: the VMs' clocks both follow the host's)
-	firsts=$(logs "$name" | sed -n 's/.*QP \(0x[0-9a-f]*\): first completion on the backup [0-9]* us .* at \([0-9.]*\)$/\2/p')
-	fault=$(cat "$LAB/$name.fault" 2>/dev/null || echo 0)
-	metric "$name.fault_to_first_moved_ms" "$(echo "$firsts" | awk -v f="$fault" 'NF && $1 > f { d = ($1 - f) * 1000; if (m == "" || d < m) m = d } END { printf "%d", m }')"
-	metric "$name.fault_to_last_moved_ms" "$(echo "$firsts" | awk -v f="$fault" 'NF && $1 > f { d = ($1 - f) * 1000; if (d > m) m = d } END { printf "%d", m }')"
+	# after the fault: the VMs' clocks both follow the host's). A QP
+	# moved back says it again for its primary: each (process, QP)
+	# counts once, its earliest after the fault.
+	firsts=$(logs "$name" | sed -n 's/^r2cc\[\([0-9]*\)\].*QP \(0x[0-9a-f]*\): first completion on the backup [0-9]* us .* at \([0-9.]*\)$/\1.\2 \3/p' |
+		awk -v f="$(cat "$LAB/$name.fault" 2>/dev/null || echo 0)" '
+			NF == 2 && $2 > f && (!($1 in t) || $2 < t[$1]) { t[$1] = $2 }
+			END { for (q in t) printf "%.0f\n", (t[q] - f) * 1000 }')
+	metric "$name.fault_to_first_moved_ms" "$(echo "$firsts" | sort -n | sed -n '1p')"
+	metric "$name.fault_to_last_moved_ms" "$(echo "$firsts" | sort -n | sed -n '$p')"
 	f0=$(($(cat "$LAB/a.$name.frames0") + $(cat "$LAB/b.$name.frames0")))
 	f1=$(($(cat "$LAB/a.$name.frames1") + $(cat "$LAB/b.$name.frames1")))
 	moved=$(node_sum "$name" moved)
