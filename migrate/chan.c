@@ -14,7 +14,6 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
