@@ -297,6 +297,12 @@ void chan_conn_writable(int i)
 	}
 }
 
+/* The messages frame @m carries: a BATCH's, or itself */
+static uint32_t frame_msgs(const struct r2cc_ctrl_msg *m)
+{
+	return m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1;
+}
+
 /* Encode and send one frame; the lock is held. The sockets do not block:
  * a frame the socket does not take now goes after the ones kept, in
  * order, as the peer reads. */
@@ -324,12 +330,11 @@ int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 	p = chan_peer_find(m->hdr.receiver);
 	if (p) {
 		p->frames_out++;
-		p->msgs_out += m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1;
+		p->msgs_out += frame_msgs(m);
 		p->sent_ns = chan_now_ns();
 	}
 	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_OUT, 1);
-	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_OUT,
-			     m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1);
+	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_OUT, frame_msgs(m));
 	r2cc_status_ctrl_add(R2CC_CTRL_BYTES_OUT, (uint64_t)len);
 	return 0;
 }
@@ -451,8 +456,7 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		if (!rc) {
 			p->heard_ns = chan_now_ns();
 			p->frames_in++;
-			p->msgs_in +=
-				m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1;
+			p->msgs_in += frame_msgs(m);
 		}
 	}
 	r2cc_ctrl_count(&cs.st.rx, rc);
@@ -463,8 +467,7 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		goto out;
 	}
 	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_IN, 1);
-	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_IN,
-			     m->hdr.type == R2CC_CTRL_BATCH ? m->batch.n : 1);
+	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_IN, frame_msgs(m));
 	r2cc_status_ctrl_add(R2CC_CTRL_BYTES_IN, len);
 	switch (m->hdr.type) {
 	case R2CC_CTRL_HELLO:
