@@ -119,8 +119,7 @@ barrier $N.cleared 60
 N=place.bw
 BW_RATE=16 # Mb/s, each rail, each way
 BW_LOG=$LAB/$NODE.$N.log
-BW_ENV="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$BW_LOG R2CC_DETECT_MS=4000"
-BW_ENV="$BW_ENV R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
+BW_ENV="$R2CC R2CC_LOG_FILE=$BW_LOG R2CC_DETECT_MS=4000"
 # bw_cmd RAIL [SERVER]: this rail's ib_write_bw, its lines time-stamped
 bw_cmd() {
 	echo "$BW_ENV ib_write_bw -F -d $(rail_ibdev "$1") -x 1 -q 2 -s 16384 -t 8 -u 18 -D 2 --run_infinitely -p $((18800 + $1)) $2 2>&1 |
@@ -211,12 +210,14 @@ if [ "$NODE" = b ]; then
 	if [ -x "$SIM" ] && "$SIM" --study lab --nodes 2 --gpus 3 --rails 3 \
 		--channels 2 --nodes-per-leaf 2 --nic-gbps "$(awk -v c=$BW_RATE 'BEGIN { print c / 1000 }')" \
 		--out /tmp/bw-sim > "$LAB/b.$N.sim.txt" 2>&1; then
+		# a policy's bw-ratio column
+		sim_ratio() { awk -v p="$1" '$1 == p { print $4 }' "$LAB/b.$N.sim.txt"; }
 		for p in fixed r2cc-rtr ideal; do
-			metric "$N.sim_ratio.$p" "$(awk -v p=$p '$1 == p { print $4 }' "$LAB/b.$N.sim.txt")"
+			metric "$N.sim_ratio.$p" "$(sim_ratio $p)"
 		done
-		sim=$(awk '$1 == "r2cc-rtr" { print $4 }' "$LAB/b.$N.sim.txt")
+		sim=$(sim_ratio r2cc-rtr)
 		if awk -v l="$lab_min" -v s="${sim:-0}" 'BEGIN { d = l - s; if (d < 0) d = -d; exit !(s > 0 && d <= 0.1 * s) }'; then
-			check pass $N.ratio "lab $lab_min, r2cc-sim $sim (fixed pair $(awk '$1 == "fixed" { print $4 }' "$LAB/b.$N.sim.txt"))"
+			check pass $N.ratio "lab $lab_min, r2cc-sim $sim (fixed pair $(sim_ratio fixed))"
 		else
 			check fail $N.ratio "lab $lab_min, r2cc-sim $sim: more than 10 % apart"
 		fi
