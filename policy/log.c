@@ -2,6 +2,10 @@
 /*
  * log.c - r2cc_log(): one write(2) per message, to a test hook, to
  * R2CC_LOG_FILE or to stderr, never stdout. Lock-free and errno-preserving.
+ *
+ * A line: "r2cc[PID]: HH:MM:SS.uuuuuu MODULE: FUNCTION:LINE: message", the
+ * time of day in UTC, so that the lines of processes and nodes sort into
+ * the order of events.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +13,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "policy.h"
@@ -70,11 +75,28 @@ static size_t terminate(char *buf, size_t size, size_t used)
 	return used;
 }
 
+/* The time of day in UTC, by arithmetic: gmtime_r() may take a lock. */
+static void time_of_day(unsigned int *h, unsigned int *m, unsigned int *s,
+			unsigned long *us)
+{
+	struct timespec ts = { 0 };
+	unsigned long day;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	day = (unsigned long)ts.tv_sec % 86400;
+	*h = (unsigned int)(day / 3600);
+	*m = (unsigned int)(day / 60 % 60);
+	*s = (unsigned int)(day % 60);
+	*us = (unsigned long)ts.tv_nsec / 1000;
+}
+
 void r2cc_log(enum r2cc_log_level level, const char *mod, const char *func,
 	      int line, const char *fmt, ...)
 {
 	char buf[R2CC_LOG_LINE_MAX];
+	unsigned int h, m, s;
 	int saved = errno;
+	unsigned long us;
 	size_t used;
 	va_list ap;
 	int len;
@@ -84,8 +106,10 @@ void r2cc_log(enum r2cc_log_level level, const char *mod, const char *func,
 					      memory_order_relaxed))
 		return;
 
-	len = snprintf(buf, sizeof(buf), "r2cc[%d]: %s: %s:%d: ", (int)getpid(),
-		       mod, func, line);
+	time_of_day(&h, &m, &s, &us);
+	len = snprintf(buf, sizeof(buf),
+		       "r2cc[%d]: %02u:%02u:%02u.%06lu %s: %s:%d: ",
+		       (int)getpid(), h, m, s, us, mod, func, line);
 	used = len < 0 ? 0 : (size_t)len;
 	if (used < sizeof(buf) - 1) {
 		va_start(ap, fmt);

@@ -37,7 +37,9 @@ const struct r2cc_setting r2cc_settings[R2CC_CONF_NR] = {
 		.brief = "how much r2cc logs",
 		.doc = "How much r2cc logs: *info* adds rail changes, moves "
 		       "and their figures (what an operator wants in a job's "
-		       "log), *debug* every step of a move.",
+		       "log), *debug* every step of a move. A line reads "
+		       "`r2cc[PID]: HH:MM:SS.uuuuuu MODULE: FUNCTION:LINE: "
+		       "message', the time of day in UTC.",
 	},
 	[R2CC_CONF_LOG_FILE] = {
 		"R2CC_LOG_FILE", R2CC_KIND_ABSPATH,

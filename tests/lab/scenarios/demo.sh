@@ -53,7 +53,7 @@ else
 	echo
 	echo "== what r2cc did (node b's log):"
 	grep -E 'down \(|up \(|fenced|moved|moving back|re-posted|first completion|protected again' \
-		"$LOGF" | sed 's/^r2cc\[[0-9]*\]: //'
+		"$LOGF" | sed 's/^r2cc\[[0-9]*\]: [0-9:.]* //'
 	echo
 	echo "== r2cc-ctl conn show, 2 s after the fault:"
 	cat "$LAB/b.demo.conn"

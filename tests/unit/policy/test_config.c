@@ -454,7 +454,7 @@ ParameterizedTest(struct bad *c, policy_config, bad_values, .init = setup,
 	check_fallback(msgs[0], c->key, defaults[c->key]);
 	cr_assert_eq(cfg.src[c->key], R2CC_SRC_DEFAULT);
 	cr_assert_eq(log_levels[0], R2CC_LOG_WARN);
-	cr_assert_not_null(strstr(logs[0], ": policy: "), "%s", logs[0]);
+	cr_assert_not_null(strstr(logs[0], " policy: "), "%s", logs[0]);
 	cr_assert_not_null(strstr(logs[0], msgs[0]), "%s", logs[0]);
 
 	/* Environment over the file: the file's value stays */
@@ -758,8 +758,10 @@ Test(policy_config, messages_go_to_log_at_warn, .init = setup, .timeout = 5)
 	char want[128];
 
 	cr_assert_eq(load(env), 1);
-	snprintf(want, sizeof(want), "r2cc[%d]: policy: ", (int)getpid());
+	snprintf(want, sizeof(want), "r2cc[%d]: ", (int)getpid());
 	cr_assert_eq(strncmp(logs[0], want, strlen(want)), 0, "%s", logs[0]);
+	cr_assert_eq(strncmp(logs[0] + strlen(want) + 16, "policy: ", 8), 0,
+		     "%s", logs[0]);
 	cr_assert_eq(log_levels[0], R2CC_LOG_WARN);
 
 	/* Below warn the log is quiet, the hook and the count are not */
