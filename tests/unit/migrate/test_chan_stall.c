@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_chan_stall.c - a control connection TCP cannot get through is
+ * replaced (chan_stall.c): its frames move to the peer's other channel,
+ * those it may not have delivered first, none missing; a peer with no
+ * other is called at another address; a frame that comes twice is taken
+ * once and the stream goes on. Loopback TCP never backs off: a probe
+ * stands in for TCP's judgement (r2cc_chan_test_stall_probe()).
+ */
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "chan.h"
+#include "chan_fixture.h"
+#include "policy.h"
+
+/* The test's local port whose channel end counts as stalled */
+static uint16_t stalled_port;
+
+static bool probe(int fd)
+{
+	struct sockaddr_in a = { 0 };
+	socklen_t len = sizeof(a);
+
+	return !getpeername(fd, (struct sockaddr *)&a, &len) &&
+	       ntohs(a.sin_port) == stalled_port;
+}
+
+static uint16_t local_port(int fd)
+{
+	struct sockaddr_in a = { 0 };
+	socklen_t len = sizeof(a);
+
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	return ntohs(a.sin_port);
+}
+
+static void keepalive(uint64_t id, uint64_t v)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_KEEPALIVE;
+	m.keepalive_ns = v;
+	cr_assert_eq(r2cc_chan_send(id, &m), 0);
+}
+
+/* One KEEPALIVE's value taken by drain() */
+static void saw(const struct r2cc_ctrl_msg *m, bool *seen, int n, int *lo,
+		int *hi)
+{
+	cr_assert_eq(m->hdr.type, R2CC_CTRL_KEEPALIVE);
+	cr_assert_lt(m->keepalive_ns, (uint64_t)n);
+	cr_assert_gt((int)m->keepalive_ns, *hi, "out of order: %d after %d",
+		     (int)m->keepalive_ns, *hi);
+	seen[m->keepalive_ns] = true;
+	if (*lo < 0)
+		*lo = (int)m->keepalive_ns;
+	*hi = (int)m->keepalive_ns;
+}
+
+/* KEEPALIVE values on @fd (alone or in BATCHes), in order, until it has
+ * nothing for 1 s or ends: into @seen (values below @n), the first and
+ * last in *@lo, *@hi (-1: none). */
+static void drain(int fd, const struct r2cc_ctrl_key *key, bool *seen, int n,
+		  int *lo, int *hi)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct r2cc_ctrl_msg m, one;
+	uint32_t off;
+
+	*lo = *hi = -1;
+	while (poll(&p, 1, 1000) == 1 && !get_frame(fd, key, &m)) {
+		if (m.hdr.type != R2CC_CTRL_BATCH) {
+			saw(&m, seen, n, lo, hi);
+			continue;
+		}
+		for (off = 0; r2cc_ctrl_batch_next(&m, &off, &one);)
+			saw(&one, seen, n, lo, hi);
+	}
+}
+
+/* A peer reading too slowly on its first channel leaves frames in TCP's
+ * hands there; that channel stalls: the frames go on the second, those
+ * the first may not have delivered first, and the union is every frame,
+ * each channel's in order. */
+Test(chan_stall, frames_move_to_the_peers_other_channel)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000cafeULL;
+	enum { N = 2000 };
+	bool seen[N] = { false };
+	struct r2cc_chan_stats st;
+	int fd1, fd2, i, lo1, hi1, lo2, hi2;
+
+	start();
+	fd1 = fake_peer_buf(&key, id, 1, 4096);
+	fd2 = fake_peer(&key, id, 2);
+	for (i = 0; i < N; i++)
+		keepalive(id, (uint64_t)i);
+	usleep(300 * 1000); /* on fd1, what its window takes */
+	stalled_port = local_port(fd1);
+	r2cc_chan_test_stall_probe(probe);
+	drain(fd2, &key, seen, N, &lo2, &hi2);
+	drain(fd1, &key, seen, N, &lo1, &hi1);
+	cr_assert_eq(hi2, N - 1, "the second channel ends at %d", hi2);
+	cr_assert_geq(lo1, 0, "nothing on the first channel");
+	cr_assert_leq(lo2, hi1 + 1, "a gap: the first ends at %d, the second "
+				    "starts at %d",
+		      hi1, lo2);
+	for (i = 0; i < N; i++)
+		cr_assert(seen[i], "frame %d never came", i);
+	r2cc_chan_get_stats(&st);
+	cr_assert_eq(st.stalled, 1);
+	cr_assert_gt(st.resent, 0);
+	/* from now on the second channel carries them */
+	keepalive(id, 7);
+	drain(fd2, &key, seen, N, &lo2, &hi2);
+	cr_assert_eq(lo2, 7);
+	r2cc_chan_test_stall_probe(NULL);
+	close(fd1);
+	close(fd2);
+	r2cc_chan_stop();
+}
+
+/* A peer with one channel, stalled: the channel calls it at another of
+ * its addresses (the HELLO's), says HELLO there and moves the frames. */
+Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000f00dULL;
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(0x7f000002) };
+	socklen_t len = sizeof(sa);
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_msg m;
+	bool seen[4] = { false };
+	int lfd, fd1, fd2, n, lo, hi;
+
+	start();
+	/* the peer listens on 127.0.0.2 too; its HELLO names both */
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(lfd, 4), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	fd1 = socket(AF_INET, SOCK_STREAM, 0);
+	{
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons(r2cc_chan_port()),
+					 .sin_addr.s_addr =
+						 htonl(INADDR_LOOPBACK) };
+
+		cr_assert_eq(connect(fd1, (struct sockaddr *)&a, sizeof(a)),
+			     0);
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_HELLO;
+	m.hdr.sender = id;
+	m.hdr.receiver = r2cc_chan_self();
+	m.hdr.seq = 1;
+	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
+	m.hello.pid = (uint32_t)getpid();
+	m.hello.naddr = 2;
+	m.hello.addr[0].family = m.hello.addr[1].family = 4;
+	m.hello.addr[0].rail = R2CC_CTRL_RAIL_MGMT;
+	m.hello.addr[1].rail = 1;
+	m.hello.addr[0].port = m.hello.addr[1].port = ntohs(sa.sin_port);
+	memcpy(m.hello.addr[0].addr, "\x7f\x00\x00\x01", 4);
+	memcpy(m.hello.addr[1].addr, "\x7f\x00\x00\x02", 4);
+	n = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(write(fd1, buf, (size_t)n), n);
+	read_frame(fd1, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+
+	keepalive(id, 0);
+	keepalive(id, 1);
+	stalled_port = local_port(fd1);
+	r2cc_chan_test_stall_probe(probe);
+	/* the call comes to 127.0.0.2 (127.0.0.1 is the stalled one's) */
+	fd2 = accept(lfd, NULL, NULL);
+	cr_assert_geq(fd2, 0);
+	read_frame(fd2, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	cr_assert_eq(m.hdr.receiver, id);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_HELLO;
+	m.hdr.sender = id;
+	m.hdr.receiver = r2cc_chan_self();
+	m.hdr.seq = 2;
+	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
+	n = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_eq(write(fd2, buf, (size_t)n), n);
+	keepalive(id, 3);
+	drain(fd2, &key, seen, 4, &lo, &hi);
+	cr_assert_eq(hi, 3, "frames after the call go on it (last %d)", hi);
+	r2cc_chan_test_stall_probe(NULL);
+	close(fd1);
+	close(fd2);
+	close(lfd);
+	r2cc_chan_stop();
+}
+
+/* A frame that comes twice (sent again after a stall) is taken once; the
+ * connection stays open and the next frame is taken. */
+Test(chan_stall, a_frame_sent_twice_is_taken_once)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000d00dULL;
+	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_chan_stats st;
+	struct r2cc_ctrl_msg m;
+	int fd, n, before;
+
+	start();
+	fd = fake_peer(&key, id, 1);
+	pthread_mutex_lock(&lock);
+	before = msgs;
+	pthread_mutex_unlock(&lock);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_KEEPALIVE;
+	m.hdr.sender = id;
+	m.hdr.receiver = r2cc_chan_self();
+	m.hdr.seq = 2;
+	m.keepalive_ns = 21;
+	n = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	m.hdr.seq = 3;
+	m.keepalive_ns = 22;
+	n = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	cr_assert(wait_for(&msgs, before + 2), "frames not delivered");
+	usleep(200 * 1000);
+	pthread_mutex_lock(&lock);
+	cr_assert_eq(msgs, before + 2, "%d messages", msgs - before);
+	cr_assert_eq(got_msg.keepalive_ns, 22);
+	pthread_mutex_unlock(&lock);
+	r2cc_chan_get_stats(&st);
+	cr_assert_eq(st.duplicates, 1);
+	keepalive(id, 5); /* still open: it goes */
+	read_frame(fd, &key, &m);
+	cr_assert_eq(m.keepalive_ns, 5);
+	close(fd);
+	r2cc_chan_stop();
+}
