@@ -87,6 +87,15 @@ cpu_between() {
 		while read -r n s; do metric "$1.$NODE.cpu_s.$n" "$s"; done
 }
 
+# net_snap NAME: this node's TCP counters and its sockets (queues, RTO,
+# retransmissions), for a control connection that stalls.
+net_snap() {
+	{
+		nstat -asz 2>/dev/null | grep -E '^(Tcp|TcpExt|Ip|Udp)[A-Za-z]* '
+		ss -tnoi 2>/dev/null
+	} > "$LAB/$NODE.$1.net"
+}
+
 # logs NAME: r2cc's logs of both nodes' ranks in run NAME.
 logs() { cat "$LAB"/[ab].$1.*.log 2>/dev/null; }
 
@@ -191,6 +200,7 @@ scale_run() {
 	# the work starts once every QP is protected: under emulation a QP
 	# not yet protected may lose its ACKs for its whole retry budget
 	thread_cpu "$name.fault"
+	net_snap "$name.fault"
 	pkill -USR1 -x r2cc-gen
 	if [ "$NODE" = b ]; then
 		sleep 2
@@ -200,6 +210,7 @@ scale_run() {
 	until_sum "$name.moved" .qps_migrated $want 300 ||
 		log "$name: only $(stats_sum "$name.moved" .qps_migrated) of $want on a standby"
 	thread_cpu "$name.moved"
+	net_snap "$name.moved"
 	cpu_between "$name" fault moved
 	stats_sum "$name.after" .ctrl_frames_out > "$LAB/$NODE.$name.frames1"
 	m1=$(stats_sum "$name.moved" .qps_migrated)
@@ -216,6 +227,7 @@ scale_run() {
 		sleep 0.5
 	done
 	metric "$name.$NODE.moved_back" "$back"
+	net_snap "$name.back"
 	barrier "$name.back" 320
 	[ "$NODE" = b ] && pkill -INT -x r2cc-gen
 	# the clients drain and end; still running after 30 s, what r2cc
