@@ -158,7 +158,13 @@ struct r2cc_chan_stats {
 	/* BATCH frames sent and received, the messages they carried out,
 	 * and gathered messages whose frame could not go */
 	uint64_t batches_out, batched_out, batches_in, batch_lost;
+	/* connections TCP could not get through, replaced; the frames
+	 * sent again on their replacements, and those found twice */
+	uint64_t stalled, resent, duplicates;
 };
 void r2cc_chan_get_stats(struct r2cc_chan_stats *st);
+/* For tests: @probe judges whether the channel's connection @fd stalled,
+ * in place of TCP's retransmission backoff (NULL: TCP's again). */
+void r2cc_chan_test_stall_probe(bool (*probe)(int fd));
 
 #endif /* R2CC_MIGRATE_CHAN_H */

@@ -98,7 +98,7 @@ static int conn_new(int fd, enum conn_role role, int res)
 /* Another open connection to @peer than @i, or -1. Two processes that
  * resolve each other at once each dial the other: both channels open, and
  * the peer stays reachable while either does. */
-static int other_open(uint64_t peer, int i)
+int chan_conn_other_open(uint64_t peer, int i)
 {
 	int j;
 
@@ -109,20 +109,44 @@ static int other_open(uint64_t peer, int i)
 	return -1;
 }
 
-/* An open channel ends: which, between which addresses (a channel over
- * a rail dies with it), and whether the peer has another. */
-static void say_closed(const struct conn *c, const char *why)
+size_t chan_conn_describe(int i, char *buf, size_t len)
 {
+	const struct conn *c = cs.conns[i];
 	struct sockaddr_in a = { 0 }, b = { 0 };
-	socklen_t la = sizeof(a), lb = sizeof(b);
+	socklen_t la = sizeof(a), lb = sizeof(b), lt;
 	char sa[INET_ADDRSTRLEN] = "?", sb[INET_ADDRSTRLEN] = "?";
+	struct tcp_info ti;
+	int n;
 
 	if (!getsockname(c->fd, (struct sockaddr *)&a, &la))
 		inet_ntop(AF_INET, &a.sin_addr, sa, sizeof(sa));
 	if (!getpeername(c->fd, (struct sockaddr *)&b, &lb))
 		inet_ntop(AF_INET, &b.sin_addr, sb, sizeof(sb));
-	r2cc_info("control channel to %016llx (%s -> %s) closed%s: %s",
-		  (unsigned long long)c->peer, sa, sb,
+	n = snprintf(buf, len, "%s:%u -> %s:%u", sa, ntohs(a.sin_port), sb,
+		     ntohs(b.sin_port));
+	memset(&ti, 0, sizeof(ti));
+	lt = sizeof(ti);
+	if (n >= 0 && (size_t)n < len &&
+	    !getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &lt))
+		n += snprintf(buf + n, len - (size_t)n,
+			      ", TCP: rto %u ms, backoff %u, unacked %u, "
+			      "retransmitted %u, data heard %u ms ago",
+			      ti.tcpi_rto / 1000, ti.tcpi_backoff,
+			      ti.tcpi_unacked, ti.tcpi_total_retrans,
+			      ti.tcpi_last_data_recv);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+/* An open channel ends: which, between which addresses (a channel over
+ * a rail dies with it), and whether the peer has another. */
+static void say_closed(int i, const char *why)
+{
+	const struct conn *c = cs.conns[i];
+	char d[192];
+
+	chan_conn_describe(i, d, sizeof(d));
+	r2cc_info("control channel to %016llx (%s) closed%s: %s",
+		  (unsigned long long)c->peer, d,
 		  c->out_off < c->out_len ? " with frames unsent" : "", why);
 }
 
@@ -141,10 +165,10 @@ void chan_conn_close_why(int i, const char *why)
 	r2cc_dbg("control connection %d (role %d) closed", i, c->role);
 	p = c->role == C_OPEN ? chan_peer_find(c->peer) : NULL;
 	if (p && cs.running)
-		say_closed(c, why);
+		say_closed(i, why);
 	close(c->fd);
 	if (p && p->conn == i)
-		p->conn = other_open(p->id, i);
+		p->conn = chan_conn_other_open(p->id, i);
 	/* What either end had not read on it is gone (ours by the close,
 	 * the peer's by the reset it causes) */
 	if (p)
@@ -167,6 +191,7 @@ void chan_conn_close_why(int i, const char *why)
 	cs.nopen--;
 	c->fd = -1;
 	c->out_off = c->out_len = 0;
+	chan_tail_drop(c);
 	if (c->out_cap > CONN_BUF) {
 		free(c->out);
 		c->out = NULL;
@@ -297,6 +322,21 @@ void chan_conn_writable(int i)
 	}
 }
 
+int chan_conn_put(int i, const uint8_t *frame, size_t len)
+{
+	struct conn *c = cs.conns[i];
+	size_t off = 0;
+
+	/* (behind kept frames: kept too, their order holds) */
+	if ((c->out_len == c->out_off && send_now(c->fd, frame, len, &off)) ||
+	    (off < len && out_keep(c, frame + off, len - off))) {
+		cs.st.send_fail++;
+		return -EIO;
+	}
+	chan_tail_add(c, frame, len);
+	return 0;
+}
+
 /* The messages frame @m carries: a BATCH's, or itself */
 static uint32_t frame_msgs(const struct r2cc_ctrl_msg *m)
 {
@@ -309,23 +349,15 @@ static uint32_t frame_msgs(const struct r2cc_ctrl_msg *m)
 int chan_conn_write(int i, struct r2cc_ctrl_msg *m)
 {
 	static uint8_t frame[R2CC_CTRL_FRAME_MAX]; /* under cs.lock */
-	struct conn *c = cs.conns[i];
 	struct peer *p;
-	size_t off = 0;
 	int len;
 
 	m->hdr.sender = cs.key.self;
 	len = r2cc_ctrl_encode(&cs.key, m, frame, sizeof(frame));
 	if (len < 0)
 		return len;
-	/* (behind kept frames: kept too, their order holds) */
-	if ((c->out_len == c->out_off &&
-	     send_now(c->fd, frame, (size_t)len, &off)) ||
-	    (off < (size_t)len &&
-	     out_keep(c, frame + off, (size_t)len - off))) {
-		cs.st.send_fail++;
+	if (chan_conn_put(i, frame, (size_t)len))
 		return -EIO;
-	}
 	cs.st.sent++;
 	p = chan_peer_find(m->hdr.receiver);
 	if (p) {
@@ -402,6 +434,7 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 	c->role = C_OPEN;
 	out_deadline(c);
 	chan_res_opened(p->id);
+	chan_stall_hello(p, i);
 }
 
 /* A BATCH's messages to the owner, one by one, what they make it send
@@ -460,6 +493,16 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		}
 	}
 	r2cc_ctrl_count(&cs.st.rx, rc);
+	if (rc && m->hdr.type != R2CC_CTRL_LOOKUP_REPLY &&
+	    (rc == -EALREADY || rc == -ESTALE)) {
+		/* Sent again after a stall (chan_stall.c): had already, or
+		 * from before the window; the stream stays in step. */
+		cs.st.duplicates++;
+		r2cc_dbg("control frame %llu of %016llx dropped: %s",
+			 (unsigned long long)m->hdr.seq,
+			 (unsigned long long)m->hdr.sender, strerror(-rc));
+		goto out;
+	}
 	if (rc) {
 		r2cc_warn("control frame dropped: %s", strerror(-rc));
 		/* a stream out of step cannot recover */
@@ -567,8 +610,9 @@ void chan_conn_connected(int i)
 		return;
 	}
 	if (c->role == C_HELLO) {
-		send_hello(i,
-			   c->res >= 0 ? cs.res[c->res]->owner : R2CC_CTRL_ANY);
+		send_hello(i, c->res >= 0 ? cs.res[c->res]->owner :
+			      c->peer	  ? c->peer :
+					    R2CC_CTRL_ANY);
 		if (c->role == C_HELLO)
 			c->deadline_ns =
 				chan_now_ns() + MIG_CHAN_HELLO_MS * 1000000ULL;
@@ -620,4 +664,5 @@ void chan_expire(uint64_t now)
 	for (i = 0; i < cs.nres; i++)
 		if (cs.res[i]->used && !cs.res[i]->started)
 			chan_res_start(i);
+	chan_stall_check(now);
 }

@@ -26,6 +26,25 @@ int chan_conn_dial(const struct r2cc_ctrl_addr *a, enum conn_role role,
  * now kept for it (never waited for): 0, or -EIO (the connection failed,
  * or its peer reads too little: see MIG_CHAN_OUT_MAX). */
 int chan_conn_write(int i, struct r2cc_ctrl_msg *m);
+/* @len bytes of encoded frame(s) sent on connection @i as
+ * chan_conn_write() sends them: 0, or -EIO. */
+int chan_conn_put(int i, const uint8_t *frame, size_t len);
+/* Another open connection to @peer than @i, or -1. */
+int chan_conn_other_open(uint64_t peer, int i);
+
+/* chan_stall.c: a connection TCP cannot get through, replaced. */
+/* Frame @frame (@len bytes) written on @c: kept while TCP may not have
+ * delivered it. */
+void chan_tail_add(struct conn *c, const uint8_t *frame, size_t len);
+/* @c's kept frames forgotten (it closes). */
+void chan_tail_drop(struct conn *c);
+/* Once a tick: a peer's connection TCP stopped getting through (its
+ * retransmission timer backed off CHAN_STALL_BACKOFF times) is replaced
+ * by another open to it, or one dialled to another of its addresses. */
+void chan_stall_check(uint64_t now);
+/* @p said HELLO on connection @i: the replacement of its stalled one
+ * (ours, or one it dialled), frames move to it. */
+void chan_stall_hello(struct peer *p, int i);
 /* The thread's: connection @i readable (its frames handled), its connect
  * finished, a listener's calls accepted, deadlines passed. */
 void chan_conn_readable(int i);
@@ -35,6 +54,9 @@ void chan_conn_connected(int i);
 void chan_conn_writable(int i);
 void chan_accept_on(int lfd);
 void chan_expire(uint64_t now);
+/* Connection @i in words (its addresses and ports, what TCP says of it)
+ * into @buf of @len bytes: the length written. */
+size_t chan_conn_describe(int i, char *buf, size_t len);
 /* Every peer's r2cc_chan_peer_say() line, saying @why (the lock held) */
 void chan_peers_say(const char *why);
 

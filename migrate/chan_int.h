@@ -4,7 +4,8 @@
  * (cs, under cs.lock: every field), connections, peers and resolves.
  * chan.c: addresses, listeners, the thread and the API; chan_conn.c:
  * connections and frames; chan_res.c: resolves and LOOKUPs;
- * chan_peer.c: the peers, their times and counts.
+ * chan_peer.c: the peers, their times and counts; chan_stall.c: a
+ * connection TCP cannot get through, replaced.
  */
 #ifndef R2CC_MIG_CHAN_INT_H
 #define R2CC_MIG_CHAN_INT_H
@@ -51,6 +52,13 @@ struct conn {
 	 * out (out_cap), sent as it drains (POLLOUT) */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
+	/* Whole frames written, oldest first, back to the oldest TCP may
+	 * not have delivered (chan_stall.c); tail_cut: older ones that
+	 * may not have were dropped (past MIG_CHAN_OUT_MAX) */
+	uint8_t *tail;
+	size_t tail_len, tail_cap;
+	bool tail_cut;
+	uint64_t put_ns; /* the last frame written */
 };
 
 struct peer {
@@ -69,6 +77,11 @@ struct peer {
 	uint32_t pid;
 	int naddr;
 	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
+	/* The call replacing a stalled connection (its slot and gen), or
+	 * -1; the address it tries next */
+	int redial;
+	uint32_t redial_gen;
+	int redial_next;
 };
 
 struct res {
@@ -135,6 +148,7 @@ struct chan_state {
 	 * which is all its replay window needs. */
 	uint64_t seq;
 	uint64_t busy_said_ns; /* the last KEEPALIVEs of a backlog */
+	uint64_t stall_check_ns; /* chan_stall_check()'s last look */
 	struct r2cc_chan_stats st;
 	/* Other fds the thread serves (r2cc_chan_watch()) */
 	struct watch {

@@ -30,6 +30,7 @@ struct peer *chan_peer_get(uint64_t id)
 	if (cs.npeers < MIG_CHAN_PEERS_MAX && (p = calloc(1, sizeof(*p)))) {
 		p->id = id;
 		p->conn = -1;
+		p->redial = -1;
 		if (!r2cc_map_insert(&cs.peers, (uintptr_t)id, p)) {
 			p->next = cs.peer_list;
 			cs.peer_list = p;
@@ -121,15 +122,20 @@ static const char *ago(char *buf, size_t len, uint64_t then, uint64_t now)
 static void peer_say(const struct peer *p, const char *why, uint64_t now)
 {
 	struct r2cc_chan_peer_stats st;
-	char out[32], in[32];
+	char out[32], in[32], d[200] = "not open";
+	int i, others = 0;
 
 	peer_stats(p, &st);
-	r2cc_info("peer %016llx (pid %u): %s; control channel %s, frames "
-		  "out %llu (%llu messages, the last %s, %zu bytes the "
-		  "socket has not taken), in %llu (%llu messages, the last "
-		  "%s)",
-		  (unsigned long long)p->id, p->pid, why,
-		  st.open ? "open" : "not open",
+	if (p->conn >= 0)
+		chan_conn_describe(p->conn, d, sizeof(d));
+	for (i = 0; i < cs.nconn; i++)
+		others += i != p->conn && cs.conns[i]->role != C_FREE &&
+			  cs.conns[i]->peer == p->id;
+	r2cc_info("peer %016llx (pid %u): %s; control channel %s (%d more "
+		  "open), frames out %llu (%llu messages, the last %s, %zu "
+		  "bytes the socket has not taken), in %llu (%llu messages, "
+		  "the last %s)",
+		  (unsigned long long)p->id, p->pid, why, d, others,
 		  (unsigned long long)st.frames_out,
 		  (unsigned long long)st.msgs_out,
 		  ago(out, sizeof(out), st.sent_ns, now), st.queued,

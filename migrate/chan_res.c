@@ -95,7 +95,16 @@ void chan_res_next_addr(int r)
 	struct res *x = cs.res[r];
 
 	while (x->next < x->naddr) {
-		if (chan_conn_dial(&x->addr[x->next++], C_HELLO, r) >= 0)
+		const struct r2cc_ctrl_addr *a = &x->addr[x->next++];
+
+		if (x->next > 1)
+			r2cc_info(
+				"resolve of QP %#x: the owner's address %d "
+				"of %d did not take the call; now %u.%u.%u.%u "
+				"(rail %u)",
+				x->q.qpn, x->next - 1, x->naddr, a->addr[0],
+				a->addr[1], a->addr[2], a->addr[3], a->rail);
+		if (chan_conn_dial(a, C_HELLO, r) >= 0)
 			return;
 	}
 	chan_res_fail(r, "no address of the owner took the call");

@@ -241,7 +241,7 @@ void chan_stall_hello(struct peer *p, int i)
 
 	if (ours)
 		p->redial = -1;
-	if (p->conn >= 0 && p->conn != i &&
-	    cs.conns[p->conn]->role == C_OPEN && (ours || stalled(p->conn)))
+	if (p->conn >= 0 && p->conn != i && cs.conns[p->conn]->role == C_OPEN &&
+	    (ours || stalled(p->conn)))
 		move_frames(p, p->conn, i);
 }

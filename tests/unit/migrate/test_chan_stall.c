@@ -110,8 +110,9 @@ Test(chan_stall, frames_move_to_the_peers_other_channel)
 	drain(fd1, &key, seen, N, &lo1, &hi1);
 	cr_assert_eq(hi2, N - 1, "the second channel ends at %d", hi2);
 	cr_assert_geq(lo1, 0, "nothing on the first channel");
-	cr_assert_leq(lo2, hi1 + 1, "a gap: the first ends at %d, the second "
-				    "starts at %d",
+	cr_assert_leq(lo2, hi1 + 1,
+		      "a gap: the first ends at %d, the second "
+		      "starts at %d",
 		      hi1, lo2);
 	for (i = 0; i < N; i++)
 		cr_assert(seen[i], "frame %d never came", i);
@@ -155,8 +156,7 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 					 .sin_addr.s_addr =
 						 htonl(INADDR_LOOPBACK) };
 
-		cr_assert_eq(connect(fd1, (struct sockaddr *)&a, sizeof(a)),
-			     0);
+		cr_assert_eq(connect(fd1, (struct sockaddr *)&a, sizeof(a)), 0);
 	}
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_HELLO;
@@ -194,8 +194,19 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	m.hdr.receiver = r2cc_chan_self();
 	m.hdr.seq = 2;
 	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
+	m.hello.pid = (uint32_t)getpid();
 	n = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
 	cr_assert_eq(write(fd2, buf, (size_t)n), n);
+	for (n = 0; n < 100; n++) { /* the HELLO taken: frames moved */
+		struct r2cc_chan_stats st;
+
+		r2cc_chan_get_stats(&st);
+		if (st.stalled)
+			break;
+		usleep(50 * 1000);
+	}
+	cr_assert_lt(n, 100, "no move to the new channel");
 	keepalive(id, 3);
 	drain(fd2, &key, seen, 4, &lo, &hi);
 	cr_assert_eq(hi, 3, "frames after the call go on it (last %d)", hi);
