@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,18 +78,41 @@ int r2cc_mig_send_bind(struct r2cc_mig_qp *mq, bool again)
 	return send_bind(mq, again ? R2CC_CTRL_BIND_AGAIN : 0);
 }
 
+/* Has this process said @why before? Remembers it if not (the first
+ * MIG_UNPROT_SAID reasons). Its own lock, the innermost: callers hold
+ * ps.lock or not. */
+static bool said_before(const char *why)
+{
+	static pthread_mutex_t said_lock = PTHREAD_MUTEX_INITIALIZER;
+	unsigned int i, n;
+	bool said = true;
+
+	pthread_mutex_lock(&said_lock);
+	n = ps.unprot_said_n;
+	for (i = 0; i < n && strcmp(ps.unprot_said[i], why); i++)
+		;
+	if (i == n && n < MIG_UNPROT_SAID) {
+		snprintf(ps.unprot_said[n], sizeof(ps.unprot_said[n]), "%s",
+			 why);
+		ps.unprot_said_n = n + 1;
+		said = false;
+	}
+	pthread_mutex_unlock(&said_lock);
+	return said;
+}
+
 void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, const char *why)
 {
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
 	r2cc_mig_stop_logging(mq);
-	/* One line per process, then at debug level: a job may have
-	 * thousands of QPs to a peer without r2cc. */
-	if (ps.no_peer_logged++)
+	/* One line per process and reason, then at debug level: a job may
+	 * have thousands of QPs to a peer without r2cc. */
+	if (said_before(why))
 		r2cc_dbg("QP %#x unprotected: %s", mq->qpn, why);
 	else
-		r2cc_info(
-			"QP %#x unprotected: %s (further ones at debug level)",
-			mq->qpn, why);
+		r2cc_info("QP %#x unprotected: %s (further ones for it at "
+			  "debug level)",
+			  mq->qpn, why);
 }
 
 /* Both halves known: connect the backup (mq lock held). Lazy ends (no

@@ -47,6 +47,8 @@
  * resolves all failed): under load a step can miss its bound
  * (MIG_CHAN_STEP_MS) */
 #define MIG_RESOLVES 3
+/* Reasons a QP runs unprotected said at info level, each once */
+#define MIG_UNPROT_SAID 16
 
 /* A standby's CQ listed on a program CQ, and its QP. */
 struct r2cc_mig_cqent {
@@ -260,7 +262,9 @@ struct r2cc_mig_state {
 	struct r2cc_map pkeys;
 	struct r2cc_mig_pkeys *pkeys_list;
 	_Atomic unsigned long keys_dropped; /* past MIG_PEER_KEYS_MAX */
-	uint64_t no_peer_logged; /* unprotected QPs, logged once */
+	/* The reasons said at info level, each once (r2cc_mig_unprotected) */
+	char unprot_said[MIG_UNPROT_SAID][96];
+	unsigned int unprot_said_n;
 	/* QP_BINDs that came before our QP reached RTR (early.c) */
 	struct r2cc_mig_early **early; /* owned: early_nb buckets */
 	unsigned int nearly, early_nb;

@@ -191,6 +191,7 @@ scale_run() {
 		log "$name: $want QPs protected after $(($(date +%s) - t0)) s"
 	else
 		log "$name: only $(stats_sum "$name.protected" "$prot") of $want protected"
+		"$CTL" conn show > "$LAB/$NODE.$name.unprotected.conn" 2>&1
 	fi
 	metric "$name.$NODE.protected" "$(stats_sum "$name.protected" "$prot")"
 	m0=$(stats_sum "$name.protected" .qps_migrated)
