@@ -57,9 +57,22 @@ void chan_res_end(int r, uint64_t peer)
 
 void chan_res_fail(int r, const char *why)
 {
-	if (cs.res[r]->used)
+	/* Each reason at info level once (the whys are literals), then at
+	 * debug level: thousands of QPs may resolve in vain at once. */
+	static const char *said[16];
+	unsigned int i;
+
+	for (i = 0; i < 16 && said[i] && said[i] != why; i++)
+		;
+	if (cs.res[r]->used && i < 16 && !said[i]) {
+		said[i] = why;
+		r2cc_info("resolve of QP %#x: no owner: %s (further ones for "
+			  "it at debug level)",
+			  cs.res[r]->q.qpn, why);
+	} else if (cs.res[r]->used) {
 		r2cc_dbg("resolve of QP %#x: no owner: %s", cs.res[r]->q.qpn,
 			 why);
+	}
 	chan_res_end(r, 0);
 }
 

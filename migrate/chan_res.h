@@ -12,7 +12,8 @@
 /* Resolve @r done: its owner @peer (0: none); the hook told, the lock
  * dropped meanwhile. */
 void chan_res_end(int r, uint64_t peer);
-/* Resolve @r given up, @why (said at debug level): chan_res_end(r, 0) */
+/* Resolve @r given up, @why (a literal: each said once at info level,
+ * then at debug level): chan_res_end(r, 0) */
 void chan_res_fail(int r, const char *why);
 /* Dial the owner's next address, or give the resolve up. */
 void chan_res_next_addr(int r);
