@@ -173,22 +173,13 @@ void read_frame(int fd, const struct r2cc_ctrl_key *key,
 
 /* A peer (@id) dialling our direct port: its HELLO, then our answer;
  * @rcvbuf: its receive buffer (0: the default). */
-int fake_peer_buf(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq,
-		  int rcvbuf)
+void say_hello(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
+	       uint64_t seq, const struct r2cc_ctrl_addr *addr, int naddr)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_port = htons(r2cc_chan_port()),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
 	struct r2cc_ctrl_msg m;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), len;
+	int len;
 
-	cr_assert_geq(fd, 0);
-	if (rcvbuf)
-		cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
-					sizeof(rcvbuf)),
-			     0);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_HELLO;
 	m.hdr.sender = id;
@@ -196,9 +187,29 @@ int fake_peer_buf(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq,
 	m.hdr.seq = seq;
 	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
 	m.hello.pid = (uint32_t)getpid();
+	m.hello.naddr = (uint8_t)naddr;
+	memcpy(m.hello.addr, addr, (size_t)naddr * sizeof(*addr));
 	len = r2cc_ctrl_encode(key, &m, buf, sizeof(buf));
 	cr_assert_gt(len, 0);
 	cr_assert_eq(write(fd, buf, (size_t)len), len);
+}
+
+int fake_peer_buf(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq,
+		  int rcvbuf)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(r2cc_chan_port()),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct r2cc_ctrl_msg m;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_geq(fd, 0);
+	if (rcvbuf)
+		cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+					sizeof(rcvbuf)),
+			     0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	say_hello(fd, key, id, seq, NULL, 0);
 	read_frame(fd, key, &m);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
 	return fd;

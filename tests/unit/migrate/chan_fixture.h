@@ -52,6 +52,9 @@ int get_frame(int fd, const struct r2cc_ctrl_key *key, struct r2cc_ctrl_msg *m);
 /* ... asserted */
 void read_frame(int fd, const struct r2cc_ctrl_key *key,
 		struct r2cc_ctrl_msg *m);
+/* @id's HELLO (seq @seq, naming @naddr addresses) written on @fd */
+void say_hello(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
+	       uint64_t seq, const struct r2cc_ctrl_addr *addr, int naddr);
 /* A peer (@id) dialling our direct port: its HELLO, then our answer;
  * @rcvbuf: its receive buffer (0: the default). */
 int fake_peer_buf(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq,

@@ -313,22 +313,11 @@ static int owner_listen(bool nb)
 static void owner_hello(int fd)
 {
 	struct r2cc_ctrl_key key = job_key();
-	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
 	struct r2cc_ctrl_msg m;
-	int len;
 
 	cr_assert_eq(get_frame(fd, &key, &m), 0);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_HELLO;
-	m.hdr.sender = OWNER_ID;
-	m.hdr.receiver = r2cc_chan_self();
-	m.hdr.seq = 1;
-	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
-	m.hello.pid = (uint32_t)getpid();
-	len = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
-	cr_assert_gt(len, 0);
-	cr_assert_eq(write(fd, buf, (size_t)len), len);
+	say_hello(fd, &key, OWNER_ID, 1, NULL, 0);
 }
 
 /* @n resolves of OWNER_QPN asked, their lookups answered, the calls

@@ -138,7 +138,7 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(0x7f000002) };
 	socklen_t len = sizeof(sa);
-	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
+	struct r2cc_ctrl_addr addr[2];
 	struct r2cc_ctrl_msg m;
 	bool seen[4] = { false };
 	int lfd, fd1, fd2, n, lo, hi;
@@ -158,23 +158,14 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 
 		cr_assert_eq(connect(fd1, (struct sockaddr *)&a, sizeof(a)), 0);
 	}
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_HELLO;
-	m.hdr.sender = id;
-	m.hdr.receiver = r2cc_chan_self();
-	m.hdr.seq = 1;
-	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
-	m.hello.pid = (uint32_t)getpid();
-	m.hello.naddr = 2;
-	m.hello.addr[0].family = m.hello.addr[1].family = 4;
-	m.hello.addr[0].rail = R2CC_CTRL_RAIL_MGMT;
-	m.hello.addr[1].rail = 1;
-	m.hello.addr[0].port = m.hello.addr[1].port = ntohs(sa.sin_port);
-	memcpy(m.hello.addr[0].addr, "\x7f\x00\x00\x01", 4);
-	memcpy(m.hello.addr[1].addr, "\x7f\x00\x00\x02", 4);
-	n = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
-	cr_assert_gt(n, 0);
-	cr_assert_eq(write(fd1, buf, (size_t)n), n);
+	memset(addr, 0, sizeof(addr));
+	addr[0].family = addr[1].family = 4;
+	addr[0].rail = R2CC_CTRL_RAIL_MGMT;
+	addr[1].rail = 1;
+	addr[0].port = addr[1].port = ntohs(sa.sin_port);
+	memcpy(addr[0].addr, "\x7f\x00\x00\x01", 4);
+	memcpy(addr[1].addr, "\x7f\x00\x00\x02", 4);
+	say_hello(fd1, &key, id, 1, addr, 2);
 	read_frame(fd1, &key, &m);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
 
@@ -188,16 +179,7 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	read_frame(fd2, &key, &m);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
 	cr_assert_eq(m.hdr.receiver, id);
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = R2CC_CTRL_HELLO;
-	m.hdr.sender = id;
-	m.hdr.receiver = r2cc_chan_self();
-	m.hdr.seq = 2;
-	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
-	m.hello.pid = (uint32_t)getpid();
-	n = r2cc_ctrl_encode(&key, &m, buf, sizeof(buf));
-	cr_assert_gt(n, 0);
-	cr_assert_eq(write(fd2, buf, (size_t)n), n);
+	say_hello(fd2, &key, id, 2, NULL, 0);
 	for (n = 0; n < 100; n++) { /* the HELLO taken: frames moved */
 		struct r2cc_chan_stats st;
 
