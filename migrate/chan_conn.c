@@ -493,8 +493,8 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		}
 	}
 	r2cc_ctrl_count(&cs.st.rx, rc);
-	if (rc && m->hdr.type != R2CC_CTRL_LOOKUP_REPLY &&
-	    (rc == -EALREADY || rc == -ESTALE)) {
+	if ((rc == -EALREADY || rc == -ESTALE) &&
+	    m->hdr.type != R2CC_CTRL_LOOKUP_REPLY) {
 		/* Sent again after a stall (chan_stall.c): had already, or
 		 * from before the window; the stream stays in step. */
 		cs.st.duplicates++;
