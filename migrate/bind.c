@@ -101,9 +101,10 @@ static bool said_before(const char *why)
 	return said;
 }
 
-void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, const char *why)
+void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, enum r2cc_unprot kind,
+			  const char *why)
 {
-	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	r2cc_mig_set_none(mq, kind);
 	r2cc_mig_stop_logging(mq);
 	/* One line per process and reason, then at debug level: a job may
 	 * have thousands of QPs to a peer without r2cc. */
@@ -133,7 +134,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 			ret = r2cc_mig_send_bind(mq, false);
 		}
 		if (ret) {
-			r2cc_mig_unprotected(mq,
+			r2cc_mig_unprotected(mq, R2CC_UNPROT_BUDGET,
 					     "no backup QP for an eager peer");
 			return;
 		}
@@ -159,7 +160,7 @@ static void try_ready(struct r2cc_mig_qp *mq)
 			  "%s; unprotected",
 			  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
 			  strerror(ret));
-		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		r2cc_mig_set_none(mq, R2CC_UNPROT_BIND);
 		r2cc_mig_stop_logging(mq);
 		return;
 	}
@@ -184,7 +185,8 @@ static void bind_or_give_up(struct r2cc_mig_qp *mq)
 		 "its bind could not be sent to the peer (%s)",
 		 ret == -ENOTCONN ? "no open control connection" :
 				    strerror(-ret));
-	r2cc_mig_unprotected(mq, why);
+	r2cc_mig_unprotected(
+		mq, ret == -ENOTCONN ? R2CC_UNPROT_OFF : R2CC_UNPROT_BIND, why);
 }
 
 struct node_seen *r2cc_mig_node_find(const uint8_t gid[16])
@@ -234,14 +236,68 @@ static int resolve(struct r2cc_mig_qp *mq)
 	struct r2cc_ctrl_qp_ref ref = { .qpn = mq->dest_qpn };
 
 	memcpy(ref.gid, mq->dest_gid, 16);
-	mq->resolves++;
+	if (!mq->resolve_ns)
+		mq->resolve_ns = r2cc_mig_now_ns();
 	return r2cc_chan_resolve(&ref, mq->cookie);
 }
 
-void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
+/* A resolve of @mq's peer ended @how without an owner (both locks held):
+ * ask again while that may still find one (R2CC_UNPROT_PENDING), else
+ * the reason @mq runs unprotected, said in @why. What it says of the
+ * peer's node is remembered. */
+static enum r2cc_unprot resolve_again(struct r2cc_mig_qp *mq,
+				      enum r2cc_chan_res_end how,
+				      const char **why)
 {
-	const struct node_seen *n;
+	const struct node_seen *n = r2cc_mig_node_find(mq->dest_gid);
+	uint64_t now = r2cc_mig_now_ns();
+
+	if (!mq->resolve_ns)
+		mq->resolve_ns = now;
+	*why = "the peer's node runs no r2cc";
+	switch (how) {
+	case R2CC_RES_NO_R2CC:
+		/* (its r2cc may be starting: not at the first refusal) */
+		if (++mq->resolves < MIG_RESOLVES && (!n || n->r2cc))
+			break;
+		r2cc_mig_node_seen(mq->dest_gid, false);
+		return R2CC_UNPROT_NO_PEER;
+	case R2CC_RES_NO_OWNER:
+		r2cc_mig_node_seen(mq->dest_gid, true);
+		*why = "the peer's node knows no r2cc owner of its QP";
+		if (++mq->resolves >= MIG_RESOLVES)
+			return R2CC_UNPROT_NO_PEER;
+		break;
+	default:
+		/* Nothing learned of the node: a slow one is not one
+		 * without r2cc */
+		if (n && !n->r2cc)
+			return R2CC_UNPROT_NO_PEER;
+		*why = "the peer's r2cc did not answer in time";
+		if (r2cc_mig_past(mq->resolve_ns, now, MIG_RESOLVE_MS))
+			return R2CC_UNPROT_UNREACHABLE;
+		/* Not at once: a dial may fail at once, every time */
+		mq->resolve_due_ns = now + MIG_RESOLVE_GAP_MS * 1000000ULL;
+		atomic_store(&ps.bind_watch, true);
+		r2cc_dbg("QP %#x: its peer's r2cc did not answer: asked "
+			 "again in a while",
+			 mq->qpn);
+		return R2CC_UNPROT_PENDING;
+	}
+	*why = "the control channel is down";
+	if (resolve(mq))
+		return R2CC_UNPROT_OFF;
+	r2cc_dbg("QP %#x: its peer not found (%d), asked again", mq->qpn,
+		 (int)how);
+	return R2CC_UNPROT_PENDING;
+}
+
+void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer,
+			  enum r2cc_chan_res_end how)
+{
+	enum r2cc_unprot kind;
 	struct r2cc_mig_qp *mq;
+	const char *why;
 
 	pthread_mutex_lock(&ps.lock);
 	mq = r2cc_mig_by_cookie(cookie);
@@ -262,19 +318,13 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer)
 				  (unsigned long long)mq->peer);
 		peer = mq->peer;
 	}
-	if (!peer && (!(n = r2cc_mig_node_find(mq->dest_gid)) || n->r2cc) &&
-	    mq->resolves < MIG_RESOLVES && !resolve(mq)) {
-		r2cc_dbg("QP %#x: its peer not found, asked again (%u)",
-			 mq->qpn, mq->resolves);
-		goto out;
-	}
-	r2cc_mig_node_seen(mq->dest_gid, peer != 0);
 	if (!peer) {
-		r2cc_mig_unprotected(mq,
-				     "the peer runs no r2cc, or its control "
-				     "channel is unreachable");
+		kind = resolve_again(mq, how, &why);
+		if (kind != R2CC_UNPROT_PENDING)
+			r2cc_mig_unprotected(mq, kind, why);
 		goto out;
 	}
+	r2cc_mig_node_seen(mq->dest_gid, true);
 	mq->peer = peer;
 	if (!mq->bind_sent)
 		bind_or_give_up(mq);
@@ -304,9 +354,9 @@ static bool agree_rail(struct r2cc_mig_qp *mq,
 	if (rail == mq->backup_rail && !adopt)
 		return true;
 	if (mq->srq && peer_pinned) {
-		r2cc_mig_unprotected(
-			mq, "both ends' SRQs keep their backups on other "
-			    "rails");
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BIND,
+				     "both ends' SRQs keep their backups on "
+				     "other rails");
 		return false;
 	}
 	if (mq->srq || (!adopt && !peer_pinned &&
@@ -322,13 +372,15 @@ static bool agree_rail(struct r2cc_mig_qp *mq,
 						&d.backup_pd) :
 				-ENOSYS;
 	if (ret) {
-		r2cc_mig_unprotected(
-			mq, "the peer's backup rail is not usable here");
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BIND,
+				     "the peer's backup rail is not usable "
+				     "here");
 		return false;
 	}
 	old = mq->backup_rail;
 	if (r2cc_mig_backup_move(mq, &d)) {
-		r2cc_mig_unprotected(mq, "no backup on the peer's backup rail");
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BUDGET,
+				     "no backup on the peer's backup rail");
 		return false;
 	}
 	r2cc_info("QP %#x: backup rail %d, not %d: the peer's", mq->qpn, old,
@@ -393,7 +445,8 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		return;
 	}
 	if (b->mtu < IBV_MTU_256 || b->mtu > IBV_MTU_4096) {
-		r2cc_mig_unprotected(mq, "the peer's backup MTU is invalid");
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BIND,
+				     "the peer's backup MTU is invalid");
 		return;
 	}
 	if (!mq->peer)
@@ -463,6 +516,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	if (!d) {
 		r2cc_dbg("QP %#x: no backup rail or no GRH: unprotected",
 			 mq->qpn);
+		r2cc_status_qp_unprot(mq->slot, R2CC_UNPROT_NO_RAIL);
 		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
@@ -470,6 +524,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	if (r2cc_mig_set_dest(mq, d->attr->dest_qp_num)) {
 		r2cc_warn("QP %#x: no memory to index it: unprotected",
 			  mq->qpn);
+		r2cc_status_qp_unprot(mq->slot, R2CC_UNPROT_BUDGET);
 		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
@@ -483,6 +538,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		r2cc_warn("QP %#x: no MTU/GID to protect it by: "
 			  "unprotected",
 			  mq->qpn);
+		r2cc_status_qp_unprot(mq->slot, R2CC_UNPROT_BIND);
 		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
@@ -501,6 +557,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		r2cc_warn("QP %#x: no backup QP on rail %d (%s): unprotected",
 			  mq->qpn, d->backup_rail, strerror(ret));
 		r2cc_mig_backup_destroy(mq);
+		r2cc_status_qp_unprot(mq->slot, R2CC_UNPROT_BUDGET);
 		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
@@ -513,8 +570,13 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	if (take_early(mq))
 		goto out;
-	if (resolve(mq))
-		r2cc_mig_unprotected(mq, "the control channel is down");
+	ret = resolve(mq);
+	if (ret)
+		r2cc_mig_unprotected(
+			mq,
+			ret == -ENOMEM ? R2CC_UNPROT_BUDGET : R2CC_UNPROT_OFF,
+			ret == -ENOMEM ? "past the resolves' budget" :
+					 "the control channel is down");
 out:
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
@@ -598,7 +660,7 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 		r2cc_warn("QP %#x: no send log or backup RTS (%s): "
 			  "unprotected",
 			  mq->qpn, strerror(ret < 0 ? -ret : ret));
-		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		r2cc_mig_set_none(mq, R2CC_UNPROT_BUDGET);
 		r2cc_mig_stop_logging(mq);
 		ret = 0; /* the program's QP is fine */
 	}
@@ -630,6 +692,18 @@ void r2cc_mig_bind_tick(void)
 	pthread_mutex_lock(&ps.lock);
 	for (mq = ps.qps; mq; mq = mq->next) {
 		pthread_mutex_lock(&mq->lock);
+		if (mq->peer || mq->state != R2CC_PROT_BINDING)
+			mq->resolve_due_ns = 0; /* its bind named the peer */
+		if (mq->resolve_due_ns) {
+			out = true;
+			if (now >= mq->resolve_due_ns) {
+				mq->resolve_due_ns = 0;
+				if (resolve(mq))
+					r2cc_mig_unprotected(
+						mq, R2CC_UNPROT_OFF,
+						"the control channel is down");
+			}
+		}
 		if (mq->state == R2CC_PROT_BINDING && mq->bind_sent) {
 			out = true;
 			if (r2cc_mig_past(mq->bind_ns, now,

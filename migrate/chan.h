@@ -47,11 +47,25 @@
 /* r2cc_chan_peer_say() says a peer's line at most this often */
 #define MIG_CHAN_SAY_MS 10000
 
+/* How a resolve ended (hooks->on_resolved). */
+enum r2cc_chan_res_end {
+	R2CC_RES_FOUND, /* the owner named, a channel to it open */
+	/* The node's rendezvous refused the call, or the GID names no node
+	 * it can call: no r2cc there to ask */
+	R2CC_RES_NO_R2CC,
+	R2CC_RES_NO_OWNER, /* the node's r2cc knows no owner of the QP */
+	/* No answer in time (a step past its bound, no connection to
+	 * spare, the owner's calls not taken): nothing learned */
+	R2CC_RES_UNANSWERED,
+};
+
 struct r2cc_chan_hooks {
 	/* A frame from an open peer (not HELLO/LOOKUP*); @peer is its id. */
 	void (*on_msg)(uint64_t peer, const struct r2cc_ctrl_msg *m);
-	/* r2cc_chan_resolve() ended: @peer is the owner's id, 0 if none. */
-	void (*on_resolved)(uint64_t cookie, uint64_t peer);
+	/* r2cc_chan_resolve() ended @how: @peer is the owner's id
+	 * (R2CC_RES_FOUND), 0 otherwise. */
+	void (*on_resolved)(uint64_t cookie, uint64_t peer,
+			    enum r2cc_chan_res_end how);
 	/* The rendezvous: which local process owns @q? Fill @r (found,
 	 * pid, owner, naddr, addr: the owner's direct port). */
 	void (*lookup)(const struct r2cc_ctrl_qp_ref *q,

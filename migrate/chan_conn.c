@@ -182,9 +182,10 @@ void chan_conn_close_why(int i, const char *why)
 		 * (chan_expire() dials it). */
 		cs.res[c->res]->started = false;
 	} else if (c->res >= 0 && c->role != C_OPEN) {
-		chan_res_fail(c->res, c->role == C_LOOKUP ?
-					      "its lookup got no answer" :
-					      "the owner did not say HELLO");
+		chan_res_fail(c->res, R2CC_RES_UNANSWERED,
+			      c->role == C_LOOKUP ?
+				      "its lookup got no answer" :
+				      "the owner did not say HELLO");
 	}
 	cs.nlookup -= c->role == C_LOOKUP;
 	c->role = C_FREE;
@@ -427,7 +428,7 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 				  (unsigned long long)cs.res[r]->owner);
 		c->role = C_OPEN;
 		out_deadline(c); /* (none, or the stall bound) */
-		chan_res_end(r, id);
+		chan_res_end(r, id, R2CC_RES_FOUND);
 		chan_res_opened(id);
 		return;
 	}
@@ -604,8 +605,11 @@ void chan_conn_connected(int i)
 		chan_conn_close(i);
 		if (r >= 0 && hello)
 			chan_res_next_addr(r);
+		else if (r >= 0 && err == ECONNREFUSED)
+			chan_res_fail(r, R2CC_RES_NO_R2CC,
+				      "the rendezvous refused the call");
 		else if (r >= 0)
-			chan_res_fail(r,
+			chan_res_fail(r, R2CC_RES_UNANSWERED,
 				      "the rendezvous did not take the call");
 		return;
 	}

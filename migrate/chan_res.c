@@ -12,7 +12,7 @@
 #include "chan_conn.h"
 #include "chan_res.h"
 
-void chan_res_end(int r, uint64_t peer)
+void chan_res_end(int r, uint64_t peer, enum r2cc_chan_res_end how)
 {
 	struct res *x = cs.res[r];
 	uint64_t cookie = x->cookie;
@@ -44,18 +44,18 @@ void chan_res_end(int r, uint64_t peer)
 			break;
 		}
 		w->owner = 0; /* (its end wakes none) */
-		chan_res_end(i, 0);
+		chan_res_end(i, 0, R2CC_RES_UNANSWERED);
 	}
 	if (!peer)
 		cs.st.conn_fail++;
 	else
 		cs.st.conn_ok++;
 	pthread_mutex_unlock(&cs.lock);
-	cs.hooks.on_resolved(cookie, peer);
+	cs.hooks.on_resolved(cookie, peer, peer ? R2CC_RES_FOUND : how);
 	pthread_mutex_lock(&cs.lock);
 }
 
-void chan_res_fail(int r, const char *why)
+void chan_res_fail(int r, enum r2cc_chan_res_end how, const char *why)
 {
 	/* Each reason at info level once (the whys are literals), then at
 	 * debug level: thousands of QPs may resolve in vain at once. */
@@ -73,7 +73,7 @@ void chan_res_fail(int r, const char *why)
 		r2cc_dbg("resolve of QP %#x: no owner: %s", cs.res[r]->q.qpn,
 			 why);
 	}
-	chan_res_end(r, 0);
+	chan_res_end(r, 0, how);
 }
 
 /* Is a call to @owner under way (HELLO not answered yet) for a resolve
@@ -99,7 +99,7 @@ void chan_res_opened(uint64_t peer)
 	for (r = 0; r < cs.nres; r++)
 		if (cs.res[r]->used && cs.res[r]->waits &&
 		    cs.res[r]->owner == peer)
-			chan_res_end(r, peer);
+			chan_res_end(r, peer, R2CC_RES_FOUND);
 }
 
 /* Dial the owner's next address, or give up. */
@@ -120,7 +120,8 @@ void chan_res_next_addr(int r)
 		if (chan_conn_dial(a, C_HELLO, r) >= 0)
 			return;
 	}
-	chan_res_fail(r, "no address of the owner took the call");
+	chan_res_fail(r, R2CC_RES_UNANSWERED,
+		      "no address of the owner took the call");
 }
 
 /* Lookups under way at most: half the connections' budget, at most
@@ -145,7 +146,8 @@ void chan_res_start(int r)
 		r2cc_info("QP %#x: peer GID is not IPv4-mapped RoCE: "
 			  "no control channel",
 			  x->q.qpn);
-		chan_res_fail(r, "its GID is not IPv4-mapped");
+		chan_res_fail(r, R2CC_RES_NO_R2CC,
+			      "its GID is not IPv4-mapped");
 		return;
 	}
 	memcpy(a.addr, x->q.gid + 12, 4);
@@ -159,10 +161,14 @@ void chan_res_start(int r)
 	    chan_now_ns() - x->since_ns < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
 		x->started = false;
 		x->tries--;
+	} else if (ret == -EMFILE || ret == -ENFILE) {
+		chan_res_fail(r, R2CC_RES_UNANSWERED,
+			      "no connection to spare in time");
 	} else if (ret < 0) {
-		chan_res_fail(r, ret == -EMFILE || ret == -ENFILE ?
-					 "no connection to spare in time" :
-					 "the rendezvous could not be dialled");
+		chan_res_fail(r,
+			      ret == -ECONNREFUSED ? R2CC_RES_NO_R2CC :
+						     R2CC_RES_UNANSWERED,
+			      "the rendezvous could not be dialled");
 	}
 }
 
@@ -255,13 +261,14 @@ void chan_got_reply(int i, const struct r2cc_ctrl_msg *m)
 	c->res = -1;
 	chan_conn_close(i); /* the rendezvous is done with */
 	if (!lr->found || !lr->owner) {
-		chan_res_fail(r, "the node's rendezvous knows no owner");
+		chan_res_fail(r, R2CC_RES_NO_OWNER,
+			      "the node's rendezvous knows no owner");
 		return;
 	}
 	x->owner = lr->owner;
 	p = chan_peer_find(lr->owner);
 	if (p && p->conn >= 0) {
-		chan_res_end(r, p->id);
+		chan_res_end(r, p->id, R2CC_RES_FOUND);
 		return;
 	}
 	x->naddr = lr->naddr;

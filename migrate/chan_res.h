@@ -9,12 +9,12 @@
 
 #include "chan_int.h"
 
-/* Resolve @r done: its owner @peer (0: none); the hook told, the lock
- * dropped meanwhile. */
-void chan_res_end(int r, uint64_t peer);
-/* Resolve @r given up, @why (a literal: each said once at info level,
- * then at debug level): chan_res_end(r, 0) */
-void chan_res_fail(int r, const char *why);
+/* Resolve @r done @how: its owner @peer (R2CC_RES_FOUND; 0 otherwise);
+ * the hook told, the lock dropped meanwhile. */
+void chan_res_end(int r, uint64_t peer, enum r2cc_chan_res_end how);
+/* Resolve @r given up @how, @why (a literal: each said once at info
+ * level, then at debug level): chan_res_end(r, 0, how) */
+void chan_res_fail(int r, enum r2cc_chan_res_end how, const char *why);
 /* Dial the owner's next address, or give the resolve up. */
 void chan_res_next_addr(int r);
 /* A channel to @peer opened: the resolves waiting on a call to it end

@@ -390,7 +390,7 @@ static void unarmed(struct r2cc_mig_qp *mq)
 		  "unprotected",
 		  mq->qpn, mq->rail);
 	mq->fb.rearm = R2CC_REARM_NONE;
-	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	r2cc_mig_set_none(mq, R2CC_UNPROT_BIND);
 	r2cc_mig_stop_logging(mq);
 }
 
@@ -405,7 +405,7 @@ static void stale(struct r2cc_mig_qp *mq, const char *why)
 			  mq->qpn, mq->rail, mq->backup_rail, why);
 	rearm_set(mq, R2CC_REARM_STALE);
 	mq->fb.rearm_not_before_ns = r2cc_mig_now_ns() + MIG_REARM_RETRY_NS;
-	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	r2cc_mig_set_none(mq, R2CC_UNPROT_NO_RAIL);
 	atomic_store(&ps.rebind, true); /* the sweep tries again */
 }
 

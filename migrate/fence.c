@@ -289,7 +289,7 @@ void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 	} else if (mq->life == R2CC_LIFE_RUN) {
 		r2cc_mig_stop_logging(mq);
 		if (r2cc_mig_state(mq) != R2CC_PROT_MIGRATED)
-			r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+			r2cc_mig_set_none(mq, R2CC_UNPROT_ENDED);
 		r2cc_info("QP %#x: the program ends its connection: "
 			  "unprotected, its errors and flushes are its own",
 			  mq->qpn);

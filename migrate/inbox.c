@@ -30,6 +30,7 @@ struct call {
 	struct call *next;
 	enum call_kind kind;
 	uint64_t peer, cookie;
+	enum r2cc_chan_res_end how; /* CALL_RESOLVED */
 	size_t bytes; /* of this call, counted in ib.bytes */
 	/* CALL_MSG: the message's first msg_bytes(), all a handler reads */
 	uint64_t m[];
@@ -127,7 +128,7 @@ static void run(struct call *c)
 	if (c->kind == CALL_MSG)
 		ib.ops.msg(c->peer, (const struct r2cc_ctrl_msg *)c->m);
 	else
-		ib.ops.resolved(c->cookie, c->peer);
+		ib.ops.resolved(c->cookie, c->peer, c->how);
 }
 
 static void *inbox_thread(void *arg)
@@ -279,7 +280,8 @@ void r2cc_mig_inbox_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_unlock(&ib.lock);
 }
 
-void r2cc_mig_inbox_resolved(uint64_t cookie, uint64_t peer)
+void r2cc_mig_inbox_resolved(uint64_t cookie, uint64_t peer,
+			     enum r2cc_chan_res_end how)
 {
 	struct call *c;
 
@@ -287,18 +289,19 @@ void r2cc_mig_inbox_resolved(uint64_t cookie, uint64_t peer)
 	if (!ib.running) {
 		pthread_mutex_unlock(&ib.lock);
 		if (ib.ops.resolved)
-			ib.ops.resolved(cookie, peer);
+			ib.ops.resolved(cookie, peer, how);
 		return;
 	}
 	c = malloc(sizeof(*c));
 	if (!c) {
 		/* (a resolve's end must not be lost: done here) */
 		pthread_mutex_unlock(&ib.lock);
-		ib.ops.resolved(cookie, peer);
+		ib.ops.resolved(cookie, peer, how);
 		return;
 	}
 	c->kind = CALL_RESOLVED;
 	c->peer = peer;
+	c->how = how;
 	c->cookie = cookie;
 	c->bytes = sizeof(*c);
 	put(c);

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "chan.h"
 #include "ctrl_msg.h"
 
 /* Bytes of messages waiting for the thread, at most; past it a message
@@ -19,7 +20,8 @@
 /* The handlers of the channel's hooks, run on the inbox thread. */
 struct r2cc_mig_inbox_ops {
 	void (*msg)(uint64_t peer, const struct r2cc_ctrl_msg *m);
-	void (*resolved)(uint64_t cookie, uint64_t peer);
+	void (*resolved)(uint64_t cookie, uint64_t peer,
+			 enum r2cc_chan_res_end how);
 	void (*tick)(void);
 };
 
@@ -32,7 +34,8 @@ void r2cc_mig_inbox_stop(void);
 
 /* The channel's hooks: each queues its call for the thread. */
 void r2cc_mig_inbox_msg(uint64_t peer, const struct r2cc_ctrl_msg *m);
-void r2cc_mig_inbox_resolved(uint64_t cookie, uint64_t peer);
+void r2cc_mig_inbox_resolved(uint64_t cookie, uint64_t peer,
+			     enum r2cc_chan_res_end how);
 void r2cc_mig_inbox_tick(void);
 
 /* The time up to which the peers' messages have been handled, as the

@@ -42,11 +42,16 @@
  * peer's is known, peer_rq_psn before its FAILOVER */
 #define R2CC_PSN_NONE UINT32_MAX
 #define R2CC_MIG_MAX_SGE 32 /* SGEs a translated WR may carry */
-/* A resolve of a QP's peer that fails is asked again, up to this many
- * times in all, unless its node is known to run no r2cc (another QP's
- * resolves all failed): under load a step can miss its bound
- * (MIG_CHAN_STEP_MS) */
+/* A resolve of a QP's peer the node's r2cc knows no owner for (its
+ * process may not have published the QP yet), or whose node refused the
+ * call (its r2cc may be starting), is asked again, up to this many times
+ * in all; then the QP runs unprotected, and a node that refused every
+ * call is known to run no r2cc: none of its QPs is asked any more */
 #define MIG_RESOLVES 3
+/* One that got no answer (under load a step can miss its bound,
+ * MIG_CHAN_STEP_MS) is asked again until this long after the first ask */
+#define MIG_RESOLVE_MS 60000
+#define MIG_RESOLVE_GAP_MS 1000 /* at least, between those asks */
 /* Reasons a QP runs unprotected said at info level, each once */
 #define MIG_UNPROT_SAID 16
 
@@ -163,7 +168,9 @@ struct r2cc_mig_qp {
 	bool rts; /* the program's QP reached RTS (attr has its fields) */
 	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
-	uint8_t resolves; /* its peer's owner asked for, so far */
+	uint8_t resolves; /* asks its peer's node knew no owner for */
+	uint64_t resolve_ns; /* when its peer's owner was first asked for */
+	uint64_t resolve_due_ns; /* asked again from then on (0: not due) */
 	uint8_t binds; /* our QP_BIND sent while binding, so far */
 	uint64_t bind_ns; /* when it last went (unanswered: it goes again) */
 	bool bind_sent, bind_got;

@@ -149,6 +149,13 @@ void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 	pthread_mutex_unlock(&mq->lock);
 }
 
+void r2cc_mig_test_resolve_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
+{
+	pthread_mutex_lock(&mq->lock);
+	mq->resolve_ns = r2cc_mig_now_ns() - (uint64_t)ago_ms * 1000000ULL;
+	pthread_mutex_unlock(&mq->lock);
+}
+
 int r2cc_mig_test_node(const uint8_t gid[16], int r2cc)
 {
 	const struct node_seen *n;
@@ -170,9 +177,10 @@ void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 	pthread_mutex_unlock(&mq->lock);
 }
 
-void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer)
+void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer,
+			    enum r2cc_chan_res_end how)
 {
-	r2cc_mig_on_resolved(mq->cookie, peer);
+	r2cc_mig_on_resolved(mq->cookie, peer, how);
 }
 
 unsigned long r2cc_mig_test_refused(void)

@@ -8,6 +8,7 @@
 #ifndef R2CC_MIG_TEST_H
 #define R2CC_MIG_TEST_H
 
+#include "chan.h"
 #include "migrate.h"
 #include "protect.h"
 
@@ -50,8 +51,11 @@ void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
 int r2cc_mig_test_node(const uint8_t gid[16], int r2cc);
 /* @mq's round of a move back began @ago_ms ago */
 void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
-/* @mq's resolve ended: @peer owns its peer QP (0: no r2cc there). */
-void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer);
+/* @mq's resolve ended @how: @peer owns its peer QP (R2CC_RES_FOUND). */
+void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer,
+			    enum r2cc_chan_res_end how);
+/* @mq's peer was first asked for @ago_ms ago */
+void r2cc_mig_test_resolve_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
 /* @mq's protection state is @st (enum r2cc_prot_state). */
 void r2cc_mig_test_state(struct r2cc_mig_qp *mq, uint32_t st);
 /* The control thread's SRQ sweep, under the module lock. */

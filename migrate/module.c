@@ -34,6 +34,12 @@ void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
 				      memory_order_relaxed);
 }
 
+void r2cc_mig_set_none(struct r2cc_mig_qp *mq, enum r2cc_unprot why)
+{
+	r2cc_status_qp_unprot(mq->slot, why);
+	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+}
+
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq)
 {
 	return mq ? atomic_load(&mq->state) : R2CC_PROT_NONE;

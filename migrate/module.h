@@ -10,5 +10,7 @@
 /* @mq's protection state (enum r2cc_prot_state) is @st, in its status
  * record too (r2cc-ctl). */
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st);
+/* @mq unprotected (R2CC_PROT_NONE) for @why, shown by r2cc-ctl. */
+void r2cc_mig_set_none(struct r2cc_mig_qp *mq, enum r2cc_unprot why);
 
 #endif /* R2CC_MIG_MODULE_H */

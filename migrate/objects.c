@@ -196,6 +196,7 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 		free(mq);
 		r2cc_warn("QP %#x: no memory to log it: unprotected",
 			  qp->qp_num);
+		r2cc_status_qp_unprot(slot, R2CC_UNPROT_BUDGET);
 		return NULL;
 	}
 	pthread_mutex_init(&mq->lock, NULL);
@@ -238,6 +239,7 @@ nomem:
 	pthread_mutex_destroy(&mq->lock);
 	free(mq);
 	r2cc_warn("QP %#x: no memory to index it: unprotected", qp->qp_num);
+	r2cc_status_qp_unprot(slot, R2CC_UNPROT_BUDGET);
 	return NULL;
 }
 

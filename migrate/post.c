@@ -31,7 +31,10 @@ void r2cc_mig_give_up(struct r2cc_mig_qp *mq, const char *why, int err)
 	r2cc_warn("QP %#x: %s (%s): unprotected from now on", mq->qpn, why,
 		  strerror(err < 0 ? -err : err));
 	if (r2cc_mig_state(mq) != R2CC_PROT_MIGRATED)
-		r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+		r2cc_mig_set_none(mq, err == EOPNOTSUPP ?
+					      R2CC_UNPROT_UNSUPPORTED :
+				      err == EPIPE ? R2CC_UNPROT_ENDED :
+						     R2CC_UNPROT_LOG_FULL);
 }
 
 int r2cc_mig_sge_xlate(const void *pd, int rail, const struct ibv_sge *in,

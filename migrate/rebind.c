@@ -38,7 +38,8 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 	int old = mq->backup_rail, ret;
 
 	if (r2cc_mig_backup_move(mq, d)) {
-		r2cc_mig_unprotected(mq, "no new standby QP");
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BUDGET,
+				     "no new standby QP");
 		return;
 	}
 	r2cc_mig_fb_rearm_drop(mq);
@@ -46,8 +47,9 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	ret = r2cc_mig_send_bind(mq, true);
 	if (ret) {
-		r2cc_mig_unprotected(mq, "its new standby's bind could not be "
-					 "sent");
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BIND,
+				     "its new standby's bind could not be "
+				     "sent");
 		return;
 	}
 	r2cc_mig_event_standby(mq, old, d->backup_rail);
@@ -76,7 +78,7 @@ static void no_rail(struct r2cc_mig_qp *mq)
 	r2cc_warn("QP %#x: its standby's rail %d is down and no other rail "
 		  "is up for one: unprotected until one is",
 		  mq->qpn, mq->backup_rail);
-	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	r2cc_mig_set_none(mq, R2CC_UNPROT_NO_RAIL);
 }
 
 void r2cc_mig_rebind_sweep(void)
@@ -100,8 +102,8 @@ void r2cc_mig_rebind_sweep(void)
 				  mq->qpn, mq->backup_rail);
 		} else if (lost_standby(mq) && mq->srq) {
 			/* its SRQ's standby sits on that rail */
-			r2cc_mig_unprotected(mq, "its SRQ's standby rail is "
-						 "down");
+			r2cc_mig_unprotected(mq, R2CC_UNPROT_NO_RAIL,
+					     "its SRQ's standby rail is down");
 		} else if (lost_standby(mq) && n < REBIND_BATCH) {
 			lost[n++] = mq;
 		} else if (lost_standby(mq)) {

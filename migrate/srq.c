@@ -177,8 +177,10 @@ void r2cc_mig_srq_joined(struct r2cc_mig_qp *mq, struct r2cc_mig_srq *s)
 			 "unprotected, its receives may share buffers with "
 			 "the backup's",
 			 mq->qpn);
-	if (s->where != R2CC_SRQ_HOME)
+	if (s->where != R2CC_SRQ_HOME) {
+		r2cc_status_qp_unprot(mq->slot, R2CC_UNPROT_UNSUPPORTED);
 		r2cc_mig_stop_logging(mq);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 

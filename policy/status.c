@@ -254,6 +254,7 @@ static struct r2cc_status_qp *claimed(uint32_t i, uint32_t qpn, uint32_t type,
 	atomic_store(&q->moves, 0);
 	atomic_store(&q->replayed_wrs, 0);
 	atomic_store(&q->replayed_bytes, 0);
+	atomic_store(&q->unprot, R2CC_UNPROT_PENDING);
 	q->qpn = qpn;
 	q->type = type;
 	q->rail = rail;
@@ -324,6 +325,31 @@ const char *r2cc_refusal_name(unsigned int why)
 	};
 
 	return why < R2CC_REFUSE_N ? n[why] : NULL;
+}
+
+const char *r2cc_unprot_name(uint32_t why)
+{
+	static const char *const n[R2CC_UNPROT_N] = {
+		[R2CC_UNPROT_PENDING] = "pending",
+		[R2CC_UNPROT_NOT_RC] = "not_rc",
+		[R2CC_UNPROT_OFF] = "off",
+		[R2CC_UNPROT_UNSUPPORTED] = "unsupported",
+		[R2CC_UNPROT_NO_RAIL] = "no_rail",
+		[R2CC_UNPROT_NO_PEER] = "no_peer",
+		[R2CC_UNPROT_UNREACHABLE] = "unreachable",
+		[R2CC_UNPROT_BIND] = "bind",
+		[R2CC_UNPROT_BUDGET] = "budget",
+		[R2CC_UNPROT_LOG_FULL] = "log_full",
+		[R2CC_UNPROT_ENDED] = "ended",
+	};
+
+	return why < R2CC_UNPROT_N ? n[why] : NULL;
+}
+
+void r2cc_status_qp_unprot(struct r2cc_status_qp *slot, enum r2cc_unprot why)
+{
+	if (slot)
+		atomic_store_explicit(&slot->unprot, why, memory_order_relaxed);
 }
 
 void r2cc_status_refused(enum r2cc_refusal why)

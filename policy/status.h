@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define R2CC_STATUS_VERSION 6
+#define R2CC_STATUS_VERSION 7
 #define R2CC_STATUS_MAGIC "r2ccstat"
 #define R2CC_STATUS_RAILS 16
 /* QP slots per process: room in a sparse file, pages taken as slots are
@@ -84,6 +84,28 @@ enum r2cc_prot_state {
 };
 const char *r2cc_prot_state_name(uint32_t s);
 
+/* Why a QP runs unprotected (R2CC_PROT_NONE): the last reason r2cc gave
+ * up on it for. r2cc-ctl stats and metrics count QPs by it. */
+enum r2cc_unprot {
+	R2CC_UNPROT_PENDING, /* none given: not connected yet */
+	R2CC_UNPROT_NOT_RC, /* UD, UC, raw packet: only RC moves */
+	R2CC_UNPROT_OFF, /* r2cc protects nothing: no job secret or channel */
+	/* What it uses r2cc cannot follow: memory windows, an SRQ or a CQ
+	 * r2cc cannot read, ibv_wr_* operations it cannot replay */
+	R2CC_UNPROT_UNSUPPORTED,
+	R2CC_UNPROT_NO_RAIL, /* not on a rail, no GRH, no other rail up */
+	R2CC_UNPROT_NO_PEER, /* the peer runs no r2cc (or knows no owner) */
+	R2CC_UNPROT_UNREACHABLE, /* the peer's r2cc not reached in time */
+	R2CC_UNPROT_BIND, /* the ends agreed no standby (rails, MTU, bind) */
+	R2CC_UNPROT_BUDGET, /* a budget, the memory or a standby ran out */
+	R2CC_UNPROT_LOG_FULL, /* a post or completion r2cc could not log */
+	R2CC_UNPROT_ENDED, /* the program ended it, or a move lost it */
+	R2CC_UNPROT_N
+};
+/* "not_rc", ...: the JSON key and metric label of @why; NULL past the
+ * last. */
+const char *r2cc_unprot_name(uint32_t why);
+
 struct r2cc_status_qp {
 	_Atomic uint32_t used; /* 0 free, 1 in use: set last, cleared first */
 	uint32_t qpn;
@@ -99,6 +121,8 @@ struct r2cc_status_qp {
 	_Atomic uint64_t failovers, replayed_wrs, replayed_bytes;
 	/* Moves done: failovers and moves back */
 	_Atomic uint64_t moves;
+	_Atomic uint32_t unprot; /* enum r2cc_unprot, when prot is NONE */
+	uint32_t rsv;
 };
 
 /*
@@ -177,6 +201,8 @@ void r2cc_status_rail(int rail, const char *dev, const char *netdev,
 struct r2cc_status_qp *r2cc_status_qp_add(uint32_t qpn, uint32_t type, int rail,
 					  const char *dev);
 void r2cc_status_qp_del(struct r2cc_status_qp *slot);
+/* Why @slot's QP runs unprotected (any thread; NULL: a no-op). */
+void r2cc_status_qp_unprot(struct r2cc_status_qp *slot, enum r2cc_unprot why);
 void r2cc_status_event(int rail, uint32_t state, uint32_t cause);
 /**
  * r2cc_status_qp_event() - add a QP event (failover, failback, ...)

@@ -180,6 +180,12 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 	    (!ax || !(ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
 	     (q->rec && !(ax->send_ops_flags & ~REPLAYABLE_OPS))))
 		r2cc_qp_protect_new(q, cap, sig_all, sq ? sq->mig : NULL);
+	if (!q->mig && q->slot && !atomic_load(&q->slot->unprot))
+		r2cc_status_qp_unprot(q->slot,
+				      type != IBV_QPT_RC ? R2CC_UNPROT_NOT_RC :
+				      !r2cc_shim.protecting ? R2CC_UNPROT_OFF :
+				      q->rail < 0 ? R2CC_UNPROT_NO_RAIL :
+						    R2CC_UNPROT_UNSUPPORTED);
 	/* One QP on the SRQ r2cc cannot follow takes WRs no count covers */
 	if (sq && !q->mig)
 		r2cc_mig_srq_break(sq->mig, "a QP on it cannot be protected");

@@ -48,6 +48,11 @@ static void show_proc(const struct r2cc_status_snap *s)
 			       q->backup_rail :
 			       q->rail);
 		pr_str("protection", " %s", r2cc_prot_state_name(q->prot));
+		if (q->prot == R2CC_PROT_NONE)
+			pr_str("unprotected", " (%s)",
+			       r2cc_unprot_name(q->unprot < R2CC_UNPROT_N ?
+							q->unprot :
+							R2CC_UNPROT_PENDING));
 		pr_int("peer_qpn", " peer qpn %lld", q->peer_qpn);
 		if (q->backup_rail >= 0) {
 			pr_int("backup_rail", " backup rail %lld",
@@ -231,6 +236,24 @@ static void fam_protected(const struct r2cc_status_snap *s)
 	}
 }
 
+static void fam_unprotected(const struct r2cc_status_snap *s)
+{
+	uint64_t n[R2CC_UNPROT_N] = { 0 };
+	uint32_t i, why;
+
+	for (i = 0; i < s->nqps; i++) {
+		why = s->qps[i].unprot;
+		if (s->qps[i].prot == R2CC_PROT_NONE)
+			n[why < R2CC_UNPROT_N ? why : R2CC_UNPROT_PENDING]++;
+	}
+	for (i = 0; i < R2CC_UNPROT_N; i++) {
+		printf("r2cc_qps_unprotected{pid=\"%d\",comm=\"", s->hdr.pid);
+		label(s->hdr.comm);
+		printf("\",reason=\"%s\"} %llu\n", r2cc_unprot_name(i),
+		       (unsigned long long)n[i]);
+	}
+}
+
 static void fam_failovers(const struct r2cc_status_snap *s)
 {
 	uint32_t i;
@@ -301,6 +324,9 @@ static const struct family {
 	{ "r2cc_qp_protected", "gauge",
 	  "1 when the QP has a connected backup (or runs on it).",
 	  fam_protected },
+	{ "r2cc_qps_unprotected", "gauge",
+	  "QPs r2cc runs unprotected, by the reason it gave up on each.",
+	  fam_unprotected },
 	{ "r2cc_failovers_total", "counter",
 	  "Times the QP moved to its backup.", fam_failovers },
 	{ "r2cc_rail_up", "gauge", "1 when the process sees the rail up.",

@@ -2,7 +2,8 @@
 /*
  * ctl_stats.c - r2cc-ctl stats [show] [pid PID]: one line (or JSON object)
  * per process running r2cc, its QP slots' counters summed: work requests,
- * completions, errors, bytes, QPs by protection state, failovers, replay;
+ * completions, errors, bytes, QPs by protection state, the unprotected
+ * ones by the reason r2cc gave up on each, failovers, replay;
  * what it refused past a budget, by reason; its control channel's frames
  * and messages each way.
  */
@@ -18,6 +19,7 @@ struct totals {
 	uint64_t bytes_posted, bytes_polled;
 	uint64_t failovers, replayed_wrs, replayed_bytes;
 	uint64_t prot[R2CC_PROT_NSTATES + 1]; /* last: an unknown state */
+	uint64_t unprot[R2CC_UNPROT_N]; /* the NONE ones by reason */
 };
 
 static void add_qp(struct totals *t, const struct r2cc_status_qp *q)
@@ -37,6 +39,30 @@ static void add_qp(struct totals *t, const struct r2cc_status_qp *q)
 	t->replayed_wrs += q->replayed_wrs;
 	t->replayed_bytes += q->replayed_bytes;
 	t->prot[prot < R2CC_PROT_NSTATES ? prot : R2CC_PROT_NSTATES]++;
+	if (prot == R2CC_PROT_NONE)
+		t->unprot[q->unprot < R2CC_UNPROT_N ? q->unprot :
+						      R2CC_UNPROT_PENDING]++;
+}
+
+/* QPs protected (a connected standby, or moved), and the unprotected by
+ * reason: in JSON every reason, as text each one that counted. */
+static void print_coverage(const struct totals *t)
+{
+	char key[48], fmt[48];
+	unsigned int i;
+
+	pr_int("protected", " protected %lld",
+	       (long long)(t->prot[R2CC_PROT_READY] +
+			   t->prot[R2CC_PROT_MIGRATED]));
+	for (i = 0; i < R2CC_UNPROT_N; i++) {
+		if (!ctl.json && !t->unprot[i])
+			continue;
+		snprintf(key, sizeof(key), "unprotected_%s",
+			 r2cc_unprot_name(i));
+		snprintf(fmt, sizeof(fmt), " (unprotected_%s %%lld)",
+			 r2cc_unprot_name(i));
+		pr_int(key, fmt, (long long)t->unprot[i]);
+	}
 }
 
 /* JSON keys and text labels of the QP counts by protection state. */
@@ -96,6 +122,7 @@ static void print_proc(const struct r2cc_status_snap *s)
 	pr_int("qps", " qps %lld", s->nqps);
 	for (i = 0; i < R2CC_PROT_NSTATES; i++)
 		pr_int(prot_key[i], prot_fmt[i], (long long)t.prot[i]);
+	print_coverage(&t);
 	pr_int("qp_overflow", " overflow %lld", (long long)s->hdr.qp_overflow);
 	print_refused(s);
 	pr_int("posted", " posted %lld", (long long)t.posted);

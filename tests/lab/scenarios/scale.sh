@@ -191,6 +191,12 @@ scale_run() {
 		log "$name: $want QPs protected after $(($(date +%s) - t0)) s"
 	else
 		log "$name: only $(stats_sum "$name.protected" "$prot") of $want protected"
+		log "$name: unprotected, by reason: $(jq -r '[.[]
+			| select(.comm == "r2cc-gen") | to_entries[]
+			| select((.key | startswith("unprotected_")) and .value > 0)]
+			| group_by(.key)
+			| map("\(.[0].key | ltrimstr("unprotected_")) \(map(.value) | add)")
+			| join(", ")' "$LAB/$NODE.$name.protected.stats.json")"
 		"$CTL" conn show > "$LAB/$NODE.$name.unprotected.conn" 2>&1
 	fi
 	metric "$name.$NODE.protected" "$(stats_sum "$name.protected" "$prot")"

@@ -24,6 +24,7 @@ pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 int resolved, msgs, lookups;
 uint64_t got_peer, got_cookie;
+enum r2cc_chan_res_end got_how;
 struct r2cc_ctrl_msg got_msg;
 
 void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
@@ -36,11 +37,12 @@ void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_unlock(&lock);
 }
 
-void on_resolved(uint64_t cookie, uint64_t peer)
+void on_resolved(uint64_t cookie, uint64_t peer, enum r2cc_chan_res_end how)
 {
 	pthread_mutex_lock(&lock);
 	got_cookie = cookie;
 	got_peer = peer;
+	got_how = how;
 	resolved++;
 	pthread_cond_broadcast(&cond);
 	pthread_mutex_unlock(&lock);

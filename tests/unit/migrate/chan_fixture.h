@@ -19,6 +19,7 @@ extern pthread_mutex_t lock;
 extern pthread_cond_t cond;
 extern int resolved, msgs, lookups;
 extern uint64_t got_peer, got_cookie;
+extern enum r2cc_chan_res_end got_how;
 extern struct r2cc_ctrl_msg got_msg;
 /* This process owns QPN 7; OWNER_QPN another process (OWNER_ID, its
  * direct port owner_port, the test's listener) */
@@ -28,7 +29,7 @@ extern uint16_t owner_port;
 /* The hooks: they count and keep what they saw; lookup() answers for
  * QPN 7 (this process) and OWNER_QPN */
 void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m);
-void on_resolved(uint64_t cookie, uint64_t peer);
+void on_resolved(uint64_t cookie, uint64_t peer, enum r2cc_chan_res_end how);
 void lookup(const struct r2cc_ctrl_qp_ref *q, struct r2cc_ctrl_lookup_reply *r);
 extern const struct r2cc_chan_hooks hooks;
 

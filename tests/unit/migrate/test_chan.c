@@ -103,6 +103,7 @@ Test(chan, unknown_qp_resolves_to_nobody)
 	cr_assert(wait_for(&resolved, 1), "no answer within 10 s");
 	cr_assert_eq(got_cookie, 5);
 	cr_assert_eq(got_peer, 0);
+	cr_assert_eq(got_how, R2CC_RES_NO_OWNER, "%d", got_how);
 	r2cc_chan_stop();
 }
 
@@ -112,11 +113,14 @@ Test(chan, unreachable_rendezvous_is_bounded)
 
 	start();
 	/* 192.0.2.1 (TEST-NET-1): no rendezvous there; unreachable at
-	 * once, or the connect step's bound ends it. */
+	 * once, or the connect step's bound ends it (a network that
+	 * rejects the call with a reset refuses it). */
 	memcpy(q.gid + 12, "\xc0\x00\x02\x01", 4);
 	cr_assert_eq(r2cc_chan_resolve(&q, 6), 0);
 	cr_assert(wait_for(&resolved, 1), "unbounded resolve");
 	cr_assert_eq(got_peer, 0);
+	cr_assert(got_how == R2CC_RES_UNANSWERED || got_how == R2CC_RES_NO_R2CC,
+		  "an owner unknown to a node it never reached: %d", got_how);
 	r2cc_chan_stop();
 }
 
@@ -408,6 +412,7 @@ Test(chan, a_slow_hello_is_waited_for_past_the_step, .timeout = 30)
 	owner_hello(fd);
 	cr_assert(wait_for(&resolved, 1), "never resolved");
 	cr_assert_eq(got_peer, OWNER_ID, "the slow call dropped");
+	cr_assert_eq(got_how, R2CC_RES_FOUND);
 	close(fd);
 	close(lfd);
 	r2cc_chan_stop();

@@ -704,6 +704,7 @@ static const uint8_t gid_b[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 2 };
 static const uint8_t gid_c[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 3 };
 static struct fake_qp nodeq[5];
 static struct r2cc_mig_qp *nodemq[5];
+static struct r2cc_status_qp nodeslot[5]; /* (their why, only) */
 
 /* QP @i binding to a peer on @gid's node */
 static struct r2cc_mig_qp *binding_qp(int i, const uint8_t gid[16])
@@ -716,8 +717,9 @@ static struct r2cc_mig_qp *binding_qp(int i, const uint8_t gid[16])
 	memset(&nodeq[i], 0, sizeof(nodeq[i]));
 	nodeq[i].qp.context = &ctx;
 	nodeq[i].qp.qp_num = 0x60 + (uint32_t)i;
-	nodemq[i] =
-		r2cc_mig_qp_new(&nodeq[i].qp, &cap, false, mc, mc, NULL, NULL);
+	memset(&nodeslot[i], 0, sizeof(nodeslot[i]));
+	nodemq[i] = r2cc_mig_qp_new(&nodeq[i].qp, &cap, false, mc, mc, NULL,
+				    &nodeslot[i]);
 	cr_assert(nodemq[i]);
 	r2cc_mig_test_binding(nodemq[i], gid);
 	return nodemq[i];
@@ -726,6 +728,7 @@ static struct r2cc_mig_qp *binding_qp(int i, const uint8_t gid[16])
 struct later {
 	struct r2cc_mig_qp *mq;
 	uint64_t peer;
+	enum r2cc_chan_res_end how;
 };
 
 /* The control thread's resolve ends 200 ms from now. */
@@ -734,7 +737,7 @@ static void *resolve_later(void *arg)
 	struct later *l = arg;
 
 	usleep(200000);
-	r2cc_mig_test_resolved(l->mq, l->peer);
+	r2cc_mig_test_resolved(l->mq, l->peer, l->how);
 	return NULL;
 }
 
@@ -770,6 +773,7 @@ Test(failover, the_timeout_is_lowered_only_for_a_peer_that_runs_r2cc,
 	 * way at RTS) and learns that the peer runs r2cc. */
 	l.mq = binding_qp(0, gid_a);
 	l.peer = PEER;
+	l.how = R2CC_RES_FOUND;
 	cr_assert_eq(pthread_create(&t, NULL, resolve_later, &l), 0);
 	cr_assert(r2cc_mig_peer_runs(l.mq, 10000), "waited for the resolve");
 	pthread_join(t, NULL);
@@ -781,6 +785,7 @@ Test(failover, the_timeout_is_lowered_only_for_a_peer_that_runs_r2cc,
 	 * is not lowered and does not wait (the test's own bound). */
 	l.mq = binding_qp(2, gid_b);
 	l.peer = 0;
+	l.how = R2CC_RES_NO_R2CC;
 	cr_assert_eq(pthread_create(&t, NULL, resolve_later, &l), 0);
 	cr_assert_not(r2cc_mig_peer_runs(l.mq, 10000));
 	pthread_join(t, NULL);
@@ -794,13 +799,32 @@ Test(failover, the_timeout_is_lowered_only_for_a_peer_that_runs_r2cc,
 	cr_assert_not(r2cc_mig_peer_runs(nodemq[1], 100));
 }
 
-/* A failed resolve (a step that missed its bound under load) is asked
- * again, a bounded number of times, before the QP is left unprotected;
- * then its node is known to run no r2cc, and the next QP to it is given
- * up at once. Here each new ask goes to this process's own rendezvous,
- * which owns no such QP. */
-Test(failover, a_failed_resolve_is_asked_again_a_few_times, .init = setup_nodes,
+/* A node whose rendezvous refused the call MIG_RESOLVES times runs no
+ * r2cc: the QP is unprotected, and so is the next QP to that node at
+ * once, whatever its resolve says. (Each refusal here asks again: those
+ * asks end in their own time, and count too.) */
+Test(failover, a_node_that_refused_the_call_runs_no_r2cc, .init = setup_nodes,
      .fini = teardown_nodes, .timeout = 30)
+{
+	struct r2cc_mig_qp *q = binding_qp(1, gid_b);
+	int i;
+
+	for (i = 0; i < MIG_RESOLVES; i++)
+		r2cc_mig_test_resolved(q, 0, R2CC_RES_NO_R2CC);
+	cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_NONE);
+	cr_assert_eq(nodeslot[1].unprot, R2CC_UNPROT_NO_PEER);
+	cr_assert_eq(r2cc_mig_test_node(gid_b, -1), 0, "its node not known");
+	r2cc_mig_test_resolved(binding_qp(2, gid_b), 0, R2CC_RES_UNANSWERED);
+	cr_assert_eq(r2cc_mig_state(nodemq[2]), R2CC_PROT_NONE,
+		     "asked again on a node known to run no r2cc");
+}
+
+/* A node whose r2cc knows no owner of the QP (its process may not have
+ * published it yet) is asked again, MIG_RESOLVES times in all; then the
+ * QP runs unprotected, but the node is known to run r2cc. Here each new
+ * ask goes to this process's own rendezvous, which owns no such QP. */
+Test(failover, an_owner_the_node_does_not_know_is_asked_for_a_few_times,
+     .init = setup_nodes, .fini = teardown_nodes, .timeout = 30)
 {
 	static const uint8_t gid_lo[16] = { [10] = 0xff, [11] = 0xff, 127,
 					    0,		 0,	      1 };
@@ -808,17 +832,38 @@ Test(failover, a_failed_resolve_is_asked_again_a_few_times, .init = setup_nodes,
 	int i;
 
 	q = binding_qp(1, gid_lo);
-	r2cc_mig_test_resolved(q, 0);
+	r2cc_mig_test_resolved(q, 0, R2CC_RES_NO_OWNER);
 	cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_BINDING,
-		     "given up at the first failed resolve");
+		     "given up at the first unknown owner");
 	for (i = 0; i < 200 && r2cc_mig_state(q) == R2CC_PROT_BINDING; i++)
 		usleep(50 * 1000);
 	cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_NONE, "asked again for ever");
-	cr_assert_not(r2cc_mig_peer_runs(binding_qp(2, gid_lo), 100),
-		      "its node runs no r2cc");
-	r2cc_mig_test_resolved(nodemq[2], 0);
-	cr_assert_eq(r2cc_mig_state(nodemq[2]), R2CC_PROT_NONE,
-		     "asked again on a node known to run no r2cc");
+	cr_assert_eq(nodeslot[1].unprot, R2CC_UNPROT_NO_PEER);
+	cr_assert_eq(r2cc_mig_test_node(gid_lo, -1), 1,
+		     "its node answered: it runs r2cc");
+}
+
+/* A resolve that got no answer (a step past its bound under load) says
+ * nothing of the node: the QP is asked for again, past MIG_RESOLVES
+ * times, until MIG_RESOLVE_MS after its first ask; then it runs
+ * unprotected as unreachable, its node still unknown. */
+Test(failover, an_unanswered_resolve_is_asked_again_within_its_bound,
+     .init = setup_nodes, .fini = teardown_nodes, .timeout = 30)
+{
+	struct r2cc_mig_qp *q = binding_qp(1, gid_c);
+	int i;
+
+	for (i = 0; i <= MIG_RESOLVES; i++) {
+		r2cc_mig_test_resolved(q, 0, R2CC_RES_UNANSWERED);
+		cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_BINDING,
+			     "given up after %d unanswered resolves", i + 1);
+	}
+	cr_assert_eq(r2cc_mig_test_node(gid_c, -1), -1, "the node judged");
+	r2cc_mig_test_resolve_ago(q, MIG_RESOLVE_MS + 1);
+	r2cc_mig_test_resolved(q, 0, R2CC_RES_UNANSWERED);
+	cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_NONE, "asked for ever");
+	cr_assert_eq(nodeslot[1].unprot, R2CC_UNPROT_UNREACHABLE);
+	cr_assert_eq(r2cc_mig_test_node(gid_c, -1), -1, "the node judged");
 }
 
 /* A binding QP whose QP_BIND got no answer (lost with a connection: a

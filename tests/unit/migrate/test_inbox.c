@@ -65,11 +65,12 @@ static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	pthread_mutex_unlock(&lock);
 }
 
-static void on_resolved(uint64_t cookie, uint64_t peer)
+static void on_resolved(uint64_t cookie, uint64_t peer,
+			enum r2cc_chan_res_end how)
 {
 	pthread_mutex_lock(&lock);
 	note_thread();
-	if (cookie != 42 || peer != 9 || nmsg != N)
+	if (cookie != 42 || peer != 0 || how != R2CC_RES_NO_OWNER || nmsg != N)
 		order_errors++;
 	nres++;
 	pthread_cond_broadcast(&cond);
@@ -139,7 +140,7 @@ Test(inbox, calls_run_on_its_thread_in_order, .timeout = 30)
 	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
 	for (i = 0; i < N; i++)
 		send_failover((uint32_t)i);
-	r2cc_mig_inbox_resolved(42, 9);
+	r2cc_mig_inbox_resolved(42, 0, R2CC_RES_NO_OWNER);
 	r2cc_mig_inbox_tick();
 	cr_assert(wait_for(&nticks, 1), "no tick");
 	cr_assert(wait_for(&nres, 1), "the resolve's end not run");

@@ -258,7 +258,7 @@ Test(status, refuses_other_versions)
 	uint32_t pid;
 	uint16_t port;
 
-	cr_assert_eq(R2CC_STATUS_VERSION, 6);
+	cr_assert_eq(R2CC_STATUS_VERSION, 7);
 	cr_assert_eq(r2cc_status_open(), 0);
 	r2cc_status_ctrl(42, 4242);
 	cr_assert_not_null(r2cc_status_qp_add(0x21, 2, 0, "rxe0"));

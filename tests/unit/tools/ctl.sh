@@ -109,21 +109,28 @@ t stats-none 4 $ctl -j stats &&
 coproc W { "$writer"; }
 read -r _ wpid <&"${W[0]}"
 t conn 0 $ctl -j conn show &&
-	jq -e --argjson p "$wpid" 'length == 2 and all(.[]; .pid == $p)
+	jq -e --argjson p "$wpid" 'length == 3 and all(.[]; .pid == $p)
 		and .[0].qpn == 257 and .[0].posted == 1000
 		and .[1].dev == "we\"ird\\dev" and .[1].polled_err == 2
 		and .[1].peer_qpn == 770 and .[0].peer_qpn == 0
 		and .[0].on_rail == 0 and .[0].moves == 0
-		and .[1].rail == 1 and .[1].on_rail == 0 and .[1].moves == 1' \
+		and .[1].rail == 1 and .[1].on_rail == 0 and .[1].moves == 1
+		and (.[0] | has("unprotected") | not)
+		and .[2].type == "UD" and .[2].protection == "none"
+		and .[2].unprotected == "not_rc"' \
 		"$out" > /dev/null || { echo "FAIL conn: $(cat "$out")"; fail=1; }
 t conn-pid 0 $ctl conn show pid "$wpid" && has "$out" "qpn 257"
 t conn-otherpid 4 $ctl conn show pid 1
 t conn-badpid 1 $ctl conn show pid x
-# stats: the stand-in's two QPs summed (one ready, one migrated).
+# stats: the stand-in's three QPs summed (one ready, one migrated, one
+# unprotected: UD).
 t stats 0 $ctl -j stats &&
 	jq -e --argjson p "$wpid" 'length == 1 and .[0].pid == $p
-		and .[0].qps == 2 and .[0].qps_ready == 1
-		and .[0].qps_migrated == 1 and .[0].qps_none == 0
+		and .[0].qps == 3 and .[0].qps_ready == 1
+		and .[0].qps_migrated == 1 and .[0].qps_none == 1
+		and .[0].protected == 2 and .[0].unprotected_not_rc == 1
+		and .[0].unprotected_no_peer == 0
+		and .[0].unprotected_pending == 0
 		and .[0].qps_binding == 0 and .[0].qps_failed == 0
 		and .[0].posted == 1007 and .[0].posted_recv == 11
 		and .[0].polled == 72 and .[0].polled_err == 2
@@ -137,7 +144,7 @@ t stats 0 $ctl -j stats &&
 		and .[0].ctrl_messages_in == 701' \
 		"$out" > /dev/null || { echo "FAIL stats: $(cat "$out")"; fail=1; }
 t stats-text 0 $ctl stats pid "$wpid" &&
-	has "$out" "qps 2 (none 0 binding 0 ready 1 migrated 1 failed 0) overflow 0 refused 3 (peer_keys 2) (resolves 1) posted 1007 recv 11 completions 72 errors 2 bytes 65536700 bytes_recv 300 failovers 1 replayed 5 replayed_bytes 4096 ctrl_frames_out 2 ctrl_messages_out 700 ctrl_bytes_out 22500 ctrl_frames_in 3 ctrl_messages_in 701 ctrl_bytes_in 22600$"
+	has "$out" "qps 3 (none 1 binding 0 ready 1 migrated 1 failed 0) protected 2 (unprotected_not_rc 1) overflow 0 refused 3 (peer_keys 2) (resolves 1) posted 1007 recv 11 completions 72 errors 2 bytes 65536700 bytes_recv 300 failovers 1 replayed 5 replayed_bytes 4096 ctrl_frames_out 2 ctrl_messages_out 700 ctrl_bytes_out 22500 ctrl_frames_in 3 ctrl_messages_in 701 ctrl_bytes_in 22600$"
 t stats-show 0 $ctl stats show pid "$wpid" && has "$out" "^pid $wpid "
 t stats-otherpid 4 $ctl stats pid 1
 t stats-badpid 1 $ctl stats pid x && has "$err" "usage: r2cc-ctl stats"
@@ -159,6 +166,8 @@ has "$out" '^r2cc_wr_bytes_posted_total{pid="'"$wpid"'",comm="[^"]*",dev="mlx5_0
 has "$out" '^r2cc_recv_posted_total{.*qpn="258"} 11$'
 has "$out" '^r2cc_refused_total{pid="'"$wpid"'",comm="[^"]*",reason="peer_keys"} 2$'
 has "$out" '^r2cc_refused_total{.*reason="early_binds"} 0$'
+has "$out" '^r2cc_qps_unprotected{pid="'"$wpid"'",comm="[^"]*",reason="not_rc"} 1$'
+has "$out" '^r2cc_qps_unprotected{.*reason="no_peer"} 0$'
 has "$out" '^r2cc_ctrl_frames_total{pid="'"$wpid"'",comm="[^"]*",dir="out"} 2$'
 has "$out" '^r2cc_ctrl_messages_total{.*dir="in"} 701$'
 # events: rail changes, QP failovers and standbys in one list, oldest first.

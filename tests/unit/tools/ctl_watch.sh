@@ -103,12 +103,13 @@ t unknown 0 "$ctl" -j watch -i 0.1 -n 1 rxe0 &&
 t unknown-text 0 "$ctl" watch -i 0.1 -n 1 rxe0 && has "$out" " rx=- txpps=- "
 
 # QPs per rail from a stand-in's record (rails mlx5_0 and mlx5_1): one QP
-# runs on mlx5_0 with its backup on mlx5_1, one migrated to mlx5_0.
+# runs on mlx5_0 with its backup on mlx5_1, one migrated to mlx5_0, one
+# (UD, unprotected) runs on mlx5_0.
 coproc W { "$writer"; }
 read -r _ wpid <&"${W[0]}"
 t qps 0 env R2CC_SYSFS_ROOT="$fx/sysfs-mlx" "$ctl" -j watch -i 0.1 -n 1 &&
 	jq -e '[.rails[] | {(.rail): [.qps, .qps_backup]}] | add
-		| . == {"mlx5_0": [2, 0], "mlx5_1": [0, 1], "mlx5_2": [0, 0],
+		| . == {"mlx5_0": [3, 0], "mlx5_1": [0, 1], "mlx5_2": [0, 0],
 			"mlx5_3": [0, 0]}' "$out" > /dev/null ||
 	{ echo "FAIL qps: $(cat "$out")"; fail=1; }
 t qps-text 0 env R2CC_SYSFS_ROOT="$fx/sysfs-mlx" "$ctl" watch -i 0.1 -n 1 mlx5_1 &&

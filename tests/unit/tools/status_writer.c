@@ -2,10 +2,11 @@
 /*
  * status_writer.c - a stand-in for a process running r2cc, for ctl.sh:
  * publishes a status record with two rails, four events (rail 1 down and
- * up, QP 258's failover to rail 0, a failed failover of QP 259) and two
+ * up, QP 258's failover to rail 0, a failed failover of QP 259) and three
  * QPs (one with a quote in its device name, to test escaping; one
  * protected by a backup on rail 1, one migrated to rail 0 with a failover
- * and a replay), prints "ready", then waits until stdin closes.
+ * and a replay, one UD QP unprotected), prints "ready", then waits until
+ * stdin closes.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -31,7 +32,7 @@ int main(void)
 					.cause = R2CC_CAUSE_CARRIER,
 					.qpn = 0x101,
 					.to_rail = 0 };
-	struct r2cc_status_qp *a, *b;
+	struct r2cc_status_qp *a, *b, *ud;
 	char c;
 
 	if (r2cc_status_open())
@@ -47,8 +48,10 @@ int main(void)
 	r2cc_status_qp_event(&sb);
 	a = r2cc_status_qp_add(0x101, 2, 0, "mlx5_0");
 	b = r2cc_status_qp_add(0x102, 2, 1, "we\"ird\\dev");
-	if (!a || !b)
+	ud = r2cc_status_qp_add(0x103, 4, 0, "mlx5_0");
+	if (!a || !b || !ud)
 		return 1;
+	r2cc_status_qp_unprot(ud, R2CC_UNPROT_NOT_RC);
 	a->st.posted[R2CC_ST_WRITE] = 1000;
 	a->st.polled = 63;
 	a->st.bytes_posted = 65536000;
