@@ -190,7 +190,8 @@ void say_hello(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
 	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
 	m.hello.pid = (uint32_t)getpid();
 	m.hello.naddr = (uint8_t)naddr;
-	memcpy(m.hello.addr, addr, (size_t)naddr * sizeof(*addr));
+	if (naddr)
+		memcpy(m.hello.addr, addr, (size_t)naddr * sizeof(*addr));
 	len = r2cc_ctrl_encode(key, &m, buf, sizeof(buf));
 	cr_assert_gt(len, 0);
 	cr_assert_eq(write(fd, buf, (size_t)len), len);
