@@ -51,6 +51,7 @@ struct gen_opts {
 	int qps; /* per peer */
 	int peers; /* client: servers at ports port..; server: clients */
 	int window; /* client: send WRs and messages in flight per QP */
+	int sq_size, rq_size; /* each QP's send and receive queues asked */
 	int retry_cnt;
 	int timeout; /* RC local ACK timeout exponent */
 	uint32_t max_inline;

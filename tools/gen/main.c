@@ -38,6 +38,10 @@ static const char usage_text[] =
 	"                         one CQ; at most 32766 QPs in all\n"
 	"      --window N         client: send WRs (and messages) in flight\n"
 	"                         per QP, 2..32 (default 32; messages: 16)\n"
+	"      --sq-size N        send WRs each QP is made for, 32..8192\n"
+	"      --rq-size N        and receives, 16..8192 (default 32 and 16:\n"
+	"                         what is in flight; more only sizes the\n"
+	"                         queues, e.g. NCCL's 512 and 256)\n"
 	"  -t, --time SECONDS     run time (default 10 unless -n is given)\n"
 	"  -n, --ops N            stop after N operations (all QPs)\n"
 	"  -i, --interval SECONDS progress line every SECONDS (default: none)\n"
@@ -204,6 +208,8 @@ enum {
 	OPT_PAUSE_FOR,
 	OPT_PEERS,
 	OPT_WINDOW,
+	OPT_SQ_SIZE,
+	OPT_RQ_SIZE,
 	OPT_SRQ,
 	OPT_UD,
 	OPT_CQ_EX,
@@ -234,6 +240,10 @@ static const struct numopt {
 	{ OPT_PAUSE_FOR, 0, 1e6, 'd', offsetof(struct gen_opts, pause_for) },
 	{ OPT_PEERS, 1, GEN_MAX_PEERS, 'i', offsetof(struct gen_opts, peers) },
 	{ OPT_WINDOW, 2, GEN_SQ_DEPTH, 'i', offsetof(struct gen_opts, window) },
+	{ OPT_SQ_SIZE, GEN_SQ_DEPTH, 8192, 'i',
+	  offsetof(struct gen_opts, sq_size) },
+	{ OPT_RQ_SIZE, GEN_CREDITS, 8192, 'i',
+	  offsetof(struct gen_opts, rq_size) },
 };
 
 /* In numopts order after "device", so that an index names the option. */
@@ -256,6 +266,8 @@ static const struct option longopts[] = {
 	{ "pause-for", required_argument, NULL, OPT_PAUSE_FOR },
 	{ "peers", required_argument, NULL, OPT_PEERS },
 	{ "window", required_argument, NULL, OPT_WINDOW },
+	{ "sq-size", required_argument, NULL, OPT_SQ_SIZE },
+	{ "rq-size", required_argument, NULL, OPT_RQ_SIZE },
 	{ "srq", no_argument, NULL, OPT_SRQ },
 	{ "ud", no_argument, NULL, OPT_UD },
 	{ "cq-ex", no_argument, NULL, OPT_CQ_EX },
@@ -451,6 +463,8 @@ int main(int argc, char **argv)
 				 .qps = 4,
 				 .peers = 1,
 				 .window = GEN_SQ_DEPTH,
+				 .sq_size = GEN_SQ_DEPTH,
+				 .rq_size = GEN_CREDITS,
 				 .retry_cnt = 7,
 				 .timeout = 14,
 				 .max_inline = 128,

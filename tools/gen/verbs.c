@@ -139,8 +139,8 @@ static struct ibv_qp *create_qp(struct gen *g)
 		ia.qp_type = IBV_QPT_RC;
 		ia.send_cq = g->cq;
 		ia.recv_cq = g->cq;
-		ia.cap.max_send_wr = GEN_SQ_DEPTH;
-		ia.cap.max_recv_wr = g->srq ? 0 : GEN_CREDITS;
+		ia.cap.max_send_wr = (uint32_t)g->o.sq_size;
+		ia.cap.max_recv_wr = g->srq ? 0 : (uint32_t)g->o.rq_size;
 		ia.cap.max_send_sge = 1;
 		ia.cap.max_recv_sge = g->srq ? 0 : 1;
 		ia.srq = g->srq;

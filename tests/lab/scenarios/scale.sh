@@ -8,7 +8,10 @@
 # every byte is verified by every rank (0 mismatches, duplicates,
 # losses, order errors, errors). Run with Q = 32 (128 QPs a process,
 # 512 a node, 1024 in all) and again with twice that; a native run of the first
-# shape (no r2cc) gives the memory a QP takes without protection.
+# shape (no r2cc) gives the memory a QP takes without protection, and a
+# short run with NCCL's queue sizes (8 QPs a peer, each made for 512 send
+# WRs and 256 receives), native and protected, gives theirs (METRIC
+# scale.nccl[.native].heap_bytes_per_qp, .pinned_bytes_per_qp).
 # Prints per run METRIC scale.<run>.qps, .protected (ready, or already
 # moved: now and then rxe leaves a QP without an ACK under this load and
 # r2cc moves it, .moved_before_fault), .off_rail0 (on a standby after the
@@ -33,6 +36,7 @@ RANKS=4
 PORT=18700
 SCALE_Q=${SCALE_Q:-32}
 GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -s 1024 --window 2 --timeout 20 --stall-limit 60 --peers $RANKS"
+GEN_ARGS= # more of r2cc-gen's options for a run (its queue sizes)
 # 2048 QPs a node on one emulated CPU: with 32 WRs in flight each, rxe's
 # retransmissions collapse the emulated link, and even with 2 (--window
 # 2) a QP now and then waits seconds for an ACK (at r2cc's retry count
@@ -105,18 +109,18 @@ logs() { cat "$LAB"/[ab].$1.*.log 2>/dev/null; }
 # most SECS s (they end earlier at SIGINT). Protected ranks connect and
 # hold their work until SIGUSR1 (r2cc-gen --hold).
 ranks() {
-	local name=$1 prot=$2 q=$3 t=$4 j env hold=${2:+--hold}
+	local name=$1 prot=$2 q=$3 t=$4 j env more="${2:+--hold} $GEN_ARGS"
 	RANK_PIDS=()
 	[ "$NODE" = b ] && barrier "$name.ready" 120
 	for ((j = 0; j < RANKS; j++)); do
 		env=
 		[ -n "$prot" ] && env="$prot R2CC_LOG_FILE=$LAB/$NODE.$name.$j.log"
 		if [ "$NODE" = a ]; then
-			bounded $((t + 120)) env $env $GEN $hold \
+			bounded $((t + 120)) env $env $GEN $more \
 				-p $((PORT + j)) -i 10 \
 				> "$LAB/a.$name.$j.out" 2>&1 &
 		else
-			bounded $((t + 60)) env $env $GEN $hold \
+			bounded $((t + 60)) env $env $GEN $more \
 				-p $PORT -q "$q" -t "$t" \
 				--seed $((j + 1)) -i 10 "$(mgmt_ip a)" \
 				> "$LAB/b.$name.$j.out" 2>&1 &
@@ -176,6 +180,46 @@ if [ "$NODE" = b ]; then
 	metric $N.heap_bytes_per_qp "$(mem_per_qp $N heap_bytes)"
 	metric $N.pinned_bytes_per_qp "$(mem_per_qp $N pinned_bytes)"
 fi
+
+# node_sum NAME KEY: KEY's metric of run NAME, both nodes summed.
+node_sum() {
+	sed -n "s/^METRIC $1\.[ab]\.$2 //p" "$LAB"/[ab].results |
+		awk '{ s += $1 } END { print s + 0 }'
+}
+
+# ---- memory of an NCCL-sized QP (512 send WRs, 256 receives) -------------
+# mem_run NAME PROT: 8 QPs a peer, 5 s of work (protected: once every QP
+# is), every rank clean; the memory a QP took.
+mem_run() {
+	local name=$1 prot=$2 want=$((RANKS * RANKS * 8))
+	ranks "$name" "$prot" 8 5
+	if [ -n "$prot" ]; then
+		until_sum "$name.protected" .protected $want 120 ||
+			log "$name: only $(stats_sum "$name.protected" .protected) of $want protected"
+		metric "$name.$NODE.protected" "$(stats_sum "$name.protected" .protected)"
+		barrier "$name.protected" 150
+		pkill -USR1 -x r2cc-gen
+	fi
+	wait "${RANK_PIDS[@]}"
+	barrier "$name.done" 120
+	[ "$NODE" = b ] || return 0
+	if out=$(ranks_end "$name"); then
+		check pass "$name.gen" "$((2 * RANKS)) ranks clean"
+	else
+		check fail "$name.gen" "$out"
+	fi
+	if [ -n "$prot" ]; then
+		[ "$(node_sum "$name" protected)" -ge $((2 * want)) ] &&
+			check pass "$name.protected" "all $((2 * want)) QPs" ||
+			check fail "$name.protected" "$(node_sum "$name" protected) of $((2 * want)) QPs"
+	fi
+	metric "$name.heap_bytes_per_qp" "$(mem_per_qp "$name" heap_bytes)"
+	metric "$name.pinned_bytes_per_qp" "$(mem_per_qp "$name" pinned_bytes)"
+}
+GEN_ARGS="--sq-size 512 --rq-size 256"
+mem_run scale.nccl.native ""
+mem_run scale.nccl "$R2CC"
+GEN_ARGS=
 
 # ---- protected runs: Q and 2Q QPs a peer ---------------------------------
 # scale_run NAME Q: the run above, under r2cc, rail 0 pulled on b and back.
@@ -249,12 +293,6 @@ scale_run() {
 	barrier "$name.done" 300
 	[ "$NODE" = b ] || return 0
 	scale_judge "$name" "$q"
-}
-
-# node_sum NAME KEY: KEY's metric of run NAME, both nodes summed.
-node_sum() {
-	sed -n "s/^METRIC $1\.[ab]\.$2 //p" "$LAB"/[ab].results |
-		awk '{ s += $1 } END { print s + 0 }'
 }
 
 # scale_judge NAME Q: both nodes' figures, on b.
