@@ -4,7 +4,8 @@
  * the primary's rail has been healthy for R2CC_FAILBACK_HOLD_MS (DESIGN
  * §6, failback). Both ends propose (FAILBACK PROPOSE with the first PSN of
  * their recycled primary); with both proposals each recycles its primary
- * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's) and says READY;
+ * (ERR -> RESET -> INIT -> RTR -> RTS towards the peer's; in the tick,
+ * MIG_FB_STARTS a tick, an urgent one at once) and says READY;
  * with both READYs each fences its backup: the same exactly-once move as a
  * failover, the other way (fence.c, move.c). A side that gave up waiting
  * for the peer's READY joins the move if the peer made it after all: its
@@ -207,16 +208,19 @@ static bool settled(const struct r2cc_mig_qp *mq)
 	       !mq->srq && r2cc_mig_state(mq) == R2CC_PROT_MIGRATED;
 }
 
-/* Send our PROPOSE (a fresh PSN for the recycled primary) and start if
- * the peer's is in (mq lock held). */
-static void propose(struct r2cc_mig_qp *mq, uint8_t flags, uint64_t now)
+/* Send our PROPOSE (a fresh PSN for the recycled primary) (mq lock
+ * held); with the peer's in, the round starts (r2cc_mig_fb_tick()). */
+static void propose(struct r2cc_mig_qp *mq, uint8_t flags)
 {
 	mq->fb.psn = r2cc_psn_random();
-	if (send_fb(mq, R2CC_CTRL_FB_PROPOSE, flags, mq->fb.psn))
-		return;
-	mq->fb.proposed = true;
-	if (mq->fb.peer_proposed)
-		start(mq, now);
+	if (!send_fb(mq, R2CC_CTRL_FB_PROPOSE, flags, mq->fb.psn))
+		mq->fb.proposed = true;
+}
+
+/* Both proposals in, the round not started yet? */
+static bool start_due(const struct r2cc_mig_qp *mq)
+{
+	return mq->fb.proposed && mq->fb.peer_proposed && !mq->fb.ready;
 }
 
 /* The urgent move could not be made: the program sees what the backup
@@ -311,6 +315,7 @@ void r2cc_mig_fb_tick(void)
 {
 	struct r2cc_mig_qp *mq;
 	bool counted = false;
+	unsigned int starts = 0;
 	uint64_t now;
 
 	pthread_mutex_lock(&ps.lock);
@@ -330,10 +335,17 @@ void r2cc_mig_fb_tick(void)
 		}
 		if (settled(mq) && mq->fb.urgent) {
 			if (!mq->fb.proposed && !mq->fb.ready)
-				propose(mq,
-					R2CC_CTRL_FB_URGENT |
-						R2CC_CTRL_FB_RECOVERED,
-					now);
+				propose(mq, R2CC_CTRL_FB_URGENT |
+						    R2CC_CTRL_FB_RECOVERED);
+			if (start_due(mq))
+				start(mq, now);
+			goto next;
+		}
+		if (settled(mq) && start_due(mq)) {
+			if (starts < MIG_FB_STARTS) {
+				starts++;
+				start(mq, now);
+			}
 			goto next;
 		}
 		if (settled(mq) && mq->fb.ready &&
@@ -367,7 +379,7 @@ void r2cc_mig_fb_tick(void)
 				  "again (probe)",
 				  mq->qpn, mq->rail);
 		}
-		propose(mq, back ? R2CC_CTRL_FB_RECOVERED : 0, now);
+		propose(mq, back ? R2CC_CTRL_FB_RECOVERED : 0);
 	next:
 		pthread_mutex_unlock(&mq->lock);
 	}
@@ -587,12 +599,13 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		mq->fb.peer_recovered =
 			m->failback.flags & R2CC_CTRL_FB_RECOVERED;
 		mq->fb.peer_psn = m->failback.psn;
-		if (mq->fb.proposed)
-			start(mq, now);
-		else if (urgent && !mq->fb.ready &&
-			 r2cc_health_get(mq->rail).state == R2CC_RAIL_UP)
+		if (urgent && !mq->fb.proposed && !mq->fb.ready &&
+		    r2cc_health_get(mq->rail).state == R2CC_RAIL_UP)
 			/* the peer's backup died: no hold here either */
-			propose(mq, 0, now);
+			propose(mq, 0);
+		/* An urgent round now; others in the tick, a few at a time */
+		if (urgent && start_due(mq))
+			start(mq, now);
 		break;
 	case R2CC_CTRL_FB_READY:
 		/* Of this round (its PROPOSE came first on the channel), not

@@ -30,6 +30,11 @@
  * slides (bounded migrations, no storm). */
 #define MIG_FB_MOVES 3
 #define MIG_FB_WINDOW_MS 60000
+/* Rounds of moves back one tick starts at most (each recycles a primary:
+ * four modify_qp calls, tens of ms under load): the peers' messages of the
+ * moves under way are handled between ticks, not behind hundreds of
+ * recycles, while a moved-back end waits on them for its peer's receives */
+#define MIG_FB_STARTS 16
 /* A moved-back QP's standby not re-armed: tried again at most this often */
 #define MIG_REARM_RETRY_NS 1000000000ULL
 /* R2CC_KEEPALIVE: a quiet path's QPs fail over after this many of its

@@ -170,6 +170,13 @@ int r2cc_mig_test_node(const uint8_t gid[16], int r2cc)
 	return ret;
 }
 
+void r2cc_mig_test_fb_hold(unsigned int ms)
+{
+	pthread_mutex_lock(&ps.lock);
+	ps.failback_hold_ms = ms;
+	pthread_mutex_unlock(&ps.lock);
+}
+
 void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 {
 	pthread_mutex_lock(&mq->lock);

@@ -49,6 +49,8 @@ void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
 /* @gid's node learned to run r2cc or not (@r2cc 0/1), or only asked
  * (-1): what is remembered of it, -1 nothing */
 int r2cc_mig_test_node(const uint8_t gid[16], int r2cc);
+/* Moves back wait @ms of a rail's health (R2CC_FAILBACK_HOLD_MS) */
+void r2cc_mig_test_fb_hold(unsigned int ms);
 /* @mq's round of a move back began @ago_ms ago */
 void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
 /* @mq's resolve ended @how: @peer owns its peer QP (R2CC_RES_FOUND). */

@@ -157,3 +157,35 @@ Test(failback, a_round_the_peer_proposed_past_is_not_joined, .init = fb_setup,
 	refused();
 	cr_assert_eq(prim.state, IBV_QPS_ERR);
 }
+
+/* A round that is not urgent starts in the tick, not in the handler of
+ * the peer's PROPOSE (a tick starts MIG_FB_STARTS at most: recycles are
+ * slow, and the messages of moves under way must not wait behind them). */
+Test(failback, a_round_starts_in_the_tick, .init = fb_setup, .fini = teardown,
+     .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *r;
+	uint32_t psn;
+
+	fo_on_the_standby();
+	r2cc_mig_test_fb_hold(0);
+	r2cc_mig_tick();
+	r = fo_last(R2CC_CTRL_FAILBACK);
+	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_PROPOSE &&
+			  r->failback.flags & R2CC_CTRL_FB_RECOVERED,
+		  "ours proposed: rail 0 came back");
+	fo_peer_fb(R2CC_CTRL_FB_PROPOSE, R2CC_CTRL_FB_RECOVERED, PEER_PSN);
+	r = fo_last(R2CC_CTRL_FAILBACK);
+	cr_assert_eq(r->failback.phase, R2CC_CTRL_FB_PROPOSE, "not started");
+	cr_assert_neq(prim.state, IBV_QPS_RTS, "recycled in the handler");
+	r2cc_mig_tick();
+	r = fo_last(R2CC_CTRL_FAILBACK);
+	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_READY, "READY sent");
+	cr_assert_eq(prim.state, IBV_QPS_RTS, "the primary recycled");
+	cr_assert_eq(prim.rq_psn, PEER_PSN, "towards the peer's");
+	psn = r->failback.psn;
+	fo_peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
+	cr_assert_eq(back.state, IBV_QPS_ERR, "both READY: the standby fenced");
+	peer_moves_back();
+	moved_back(psn);
+}
