@@ -107,9 +107,16 @@ struct r2cc_sendlog_stats {
 	uint64_t appended, retired, replayed, skipped, reread, failed;
 };
 
+/* Entries a QP's send or receive log holds at first, at most: it grows
+ * (doubling) as the program keeps more outstanding. An NCCL-sized QP
+ * (512 send WRs, 256 receives) seldom has more than a few in flight, and
+ * full-depth logs took 230 KB of heap a QP. */
+#define R2CC_LOG_FIRST 64
+
 /**
- * r2cc_sendlog_new() - a log for a QP, preallocated for its send queue
- * @cap: entries at most (at least 1); half of it is allocated at first
+ * r2cc_sendlog_new() - a log for a QP, for its send queue
+ * @cap: entries at most (at least 1); half of it, at most R2CC_LOG_FIRST,
+ *       allocated at first
  * @max_sge: max_send_sge
  * @max_inline: max_inline_data, as the provider returned it
  * @sq_sig_all: the QP signals every WR

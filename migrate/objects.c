@@ -181,10 +181,13 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 	/* Up to twice what the provider reported, plus one: rxe rounds a
 	 * queue up to 2^k - 1 and reports what was asked for (128 takes
 	 * 255), and a program may fill what it was given (libfabric's rxm
-	 * does); each log starts at what was reported, plus one, and grows
-	 * when a program posts past it. The receive log grows past that
-	 * too: posted minus polled also counts what the CQ holds. */
-	mq->rlog = r2cc_recvlog_new(cap->max_recv_wr + 1,
+	 * does); each log starts at what was reported, plus one (at most
+	 * R2CC_LOG_FIRST), and grows when a program posts past it. The
+	 * receive log grows past that too: posted minus polled also counts
+	 * what the CQ holds. */
+	mq->rlog = r2cc_recvlog_new(cap->max_recv_wr + 1 < R2CC_LOG_FIRST ?
+					    cap->max_recv_wr + 1 :
+					    R2CC_LOG_FIRST,
 				    cap->max_recv_sge ? cap->max_recv_sge : 1);
 	mq->slog = r2cc_sendlog_new(2 * cap->max_send_wr + 1,
 				    cap->max_send_sge ? cap->max_send_sge : 1,

@@ -73,6 +73,8 @@ struct r2cc_sendlog *r2cc_sendlog_new(uint32_t cap, uint32_t max_sge,
 		return NULL;
 	log->limit = cap;
 	log->cap = cap / 2 + 1 < cap ? cap / 2 + 1 : cap;
+	if (log->cap > R2CC_LOG_FIRST)
+		log->cap = R2CC_LOG_FIRST;
 	log->max_sge = max_sge;
 	log->max_inline = max_inline;
 	log->sig_all = sq_sig_all;

@@ -740,3 +740,34 @@ Test(sendlog, grows_to_its_limit_keeping_entries_and_inline_bytes, .timeout = 5)
 	cr_assert_eq(n, 9);
 	r2cc_sendlog_free(log);
 }
+
+/* An NCCL-sized QP's log (limit 2 * 512 + 1) holds R2CC_LOG_FIRST at
+ * first and grows as the program keeps more outstanding: 600 of them,
+ * each with its PSN, then replayed in order. */
+Test(sendlog, a_deep_queues_log_starts_small_and_grows, .timeout = 5)
+{
+	struct r2cc_sendlog *log = r2cc_sendlog_new(1025, 1, 0, false);
+	struct ibv_sge sge = { 0x1000, 64, 0x10 };
+	struct ibv_send_wr wr = { .num_sge = 1,
+				  .sg_list = &sge,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	struct r2cc_replay res;
+	struct ibv_send_wr *w;
+	uint32_t i;
+
+	cr_assert_not_null(log);
+	r2cc_sendlog_start(log, 100, 1024);
+	for (i = 0; i < 600; i++) {
+		wr.wr_id = i;
+		wr.send_flags = i % 16 == 15 ? SIG : 0;
+		cr_assert_eq(r2cc_sendlog_append(log, &wr), 0, "WR %u", i);
+	}
+	cr_assert_eq(outstanding(log), 600);
+	cr_assert_eq(ent(log, 599)->first_psn, 100 + 599);
+	cr_assert_eq(r2cc_sendlog_replay(log, 100, &res), 0);
+	cr_assert_eq(res.nreplay, 600);
+	for (w = res.first, i = 0; w; w = w->next, i++)
+		cr_assert_eq(w->wr_id, i);
+	cr_assert_eq(i, 600);
+	r2cc_sendlog_free(log);
+}
