@@ -25,8 +25,6 @@
 # took from the work's start to every QP moved: r2cc-gen the program's,
 # r2cc-* r2cc's), then scale.failover_ratio (2x run over 1x run, fault
 # to last moved).
-# Not in the README's test command yet (tests/lab/meson.build): the 2x
-# run passes now and then only (issue 16).
 # lab-rails: 4
 # lab-timeout: 1500
 
