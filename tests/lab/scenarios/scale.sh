@@ -187,16 +187,18 @@ node_sum() {
 
 # ---- memory of an NCCL-sized QP (512 send WRs, 256 receives) -------------
 # mem_run NAME PROT: 8 QPs a peer, 5 s of work (protected: once every QP
-# is), every rank clean; the memory a QP took.
+# is, then the clients end at SIGINT: their -t counts the hold too),
+# every rank clean; the memory a QP took.
 mem_run() {
 	local name=$1 prot=$2 want=$((RANKS * RANKS * 8))
-	ranks "$name" "$prot" 8 5
+	ranks "$name" "$prot" 8 "$([ -n "$prot" ] && echo 300 || echo 5)"
 	if [ -n "$prot" ]; then
 		until_sum "$name.protected" .protected $want 120 ||
 			log "$name: only $(stats_sum "$name.protected" .protected) of $want protected"
 		metric "$name.$NODE.protected" "$(stats_sum "$name.protected" .protected)"
 		barrier "$name.protected" 150
 		pkill -USR1 -x r2cc-gen
+		[ "$NODE" = b ] && sleep 5 && pkill -INT -x r2cc-gen
 	fi
 	wait "${RANK_PIDS[@]}"
 	barrier "$name.done" 120
