@@ -185,8 +185,10 @@ static void bind_or_give_up(struct r2cc_mig_qp *mq)
 		 "its bind could not be sent to the peer (%s)",
 		 ret == -ENOTCONN ? "no open control connection" :
 				    strerror(-ret));
-	r2cc_mig_unprotected(
-		mq, ret == -ENOTCONN ? R2CC_UNPROT_OFF : R2CC_UNPROT_BIND, why);
+	r2cc_mig_unprotected(mq,
+			     ret == -ENOTCONN ? R2CC_UNPROT_UNREACHABLE :
+						R2CC_UNPROT_BIND,
+			     why);
 }
 
 struct node_seen *r2cc_mig_node_find(const uint8_t gid[16])
@@ -201,7 +203,7 @@ struct node_seen *r2cc_mig_node_find(const uint8_t gid[16])
 
 /* The control plane learned whether @gid's node runs r2cc (ps.lock held):
  * remember it (the latest word wins) and wake r2cc_mig_peer_runs(). */
-void r2cc_mig_node_seen(const uint8_t gid[16], bool r2cc)
+void r2cc_mig_node_seen(const uint8_t gid[16], enum r2cc_node_word word)
 {
 	struct node_seen *n = r2cc_mig_node_find(gid), *v;
 	unsigned int cap;
@@ -225,7 +227,7 @@ void r2cc_mig_node_seen(const uint8_t gid[16], bool r2cc)
 		memcpy(n->gid, gid, 16);
 	}
 	if (n)
-		n->r2cc = r2cc;
+		n->word = word;
 	pthread_cond_broadcast(&ps.peer_cv);
 }
 
@@ -242,9 +244,10 @@ static int resolve(struct r2cc_mig_qp *mq)
 }
 
 /* A resolve of @mq's peer ended @how without an owner (both locks held):
- * ask again while that may still find one (R2CC_UNPROT_PENDING), else
- * the reason @mq runs unprotected, said in @why. What it says of the
- * peer's node is remembered. */
+ * asked again, MIG_RESOLVE_GAP_MS on (r2cc_mig_bind_tick()), while that
+ * may still find one (R2CC_UNPROT_PENDING), else the reason @mq runs
+ * unprotected, said in @why. What it says of the peer's node is
+ * remembered. */
 static enum r2cc_unprot resolve_again(struct r2cc_mig_qp *mq,
 				      enum r2cc_chan_res_end how,
 				      const char **why)
@@ -255,41 +258,48 @@ static enum r2cc_unprot resolve_again(struct r2cc_mig_qp *mq,
 	if (!mq->resolve_ns)
 		mq->resolve_ns = now;
 	*why = "the peer's node runs no r2cc";
+	if (n && n->word == R2CC_NODE_NO_R2CC)
+		return R2CC_UNPROT_NO_PEER;
 	switch (how) {
 	case R2CC_RES_NO_R2CC:
-		/* (its r2cc may be starting: not at the first refusal) */
-		if (++mq->resolves < MIG_RESOLVES && (!n || n->r2cc))
+		/* Its r2cc may be starting: not at the first refusal; nor
+		 * a node whose r2cc answered another QP */
+		if (++mq->resolves < MIG_RESOLVES)
 			break;
-		r2cc_mig_node_seen(mq->dest_gid, false);
+		if (!n || n->word != R2CC_NODE_R2CC)
+			r2cc_mig_node_seen(mq->dest_gid, R2CC_NODE_NO_R2CC);
 		return R2CC_UNPROT_NO_PEER;
 	case R2CC_RES_NO_OWNER:
-		r2cc_mig_node_seen(mq->dest_gid, true);
+		/* (its process may not have published the QP yet) */
+		r2cc_mig_node_seen(mq->dest_gid, R2CC_NODE_R2CC);
 		*why = "the peer's node knows no r2cc owner of its QP";
 		if (++mq->resolves >= MIG_RESOLVES)
 			return R2CC_UNPROT_NO_PEER;
 		break;
 	default:
-		/* Nothing learned of the node: a slow one is not one
-		 * without r2cc */
-		if (n && !n->r2cc)
-			return R2CC_UNPROT_NO_PEER;
+		/* Nothing learned: a slow node is not one without r2cc,
+		 * but the next QP's RTS need not wait on it */
+		if (!n)
+			r2cc_mig_node_seen(mq->dest_gid, R2CC_NODE_SILENT);
 		*why = "the peer's r2cc did not answer in time";
 		if (r2cc_mig_past(mq->resolve_ns, now, MIG_RESOLVE_MS))
 			return R2CC_UNPROT_UNREACHABLE;
-		/* Not at once: a dial may fail at once, every time */
-		mq->resolve_due_ns = now + MIG_RESOLVE_GAP_MS * 1000000ULL;
-		atomic_store(&ps.bind_watch, true);
-		r2cc_dbg("QP %#x: its peer's r2cc did not answer: asked "
-			 "again in a while",
-			 mq->qpn);
-		return R2CC_UNPROT_PENDING;
+		break;
 	}
-	*why = "the control channel is down";
-	if (resolve(mq))
-		return R2CC_UNPROT_OFF;
-	r2cc_dbg("QP %#x: its peer not found (%d), asked again", mq->qpn,
-		 (int)how);
+	/* Not at once: a dial may fail at once, every time */
+	mq->resolve_due_ns = now + MIG_RESOLVE_GAP_MS * 1000000ULL;
+	atomic_store(&ps.bind_watch, true);
+	r2cc_dbg("QP %#x: its peer not found (%d): asked again in a while",
+		 mq->qpn, (int)how);
 	return R2CC_UNPROT_PENDING;
+}
+
+/* resolve() failed with @ret: the reason, said in @why */
+static enum r2cc_unprot resolve_failed(int ret, const char **why)
+{
+	*why = ret == -ENOMEM ? "past the resolves' budget" :
+				"the control channel is down";
+	return ret == -ENOMEM ? R2CC_UNPROT_BUDGET : R2CC_UNPROT_OFF;
 }
 
 void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer,
@@ -324,7 +334,7 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer,
 			r2cc_mig_unprotected(mq, kind, why);
 		goto out;
 	}
-	r2cc_mig_node_seen(mq->dest_gid, true);
+	r2cc_mig_node_seen(mq->dest_gid, R2CC_NODE_R2CC);
 	mq->peer = peer;
 	if (!mq->bind_sent)
 		bind_or_give_up(mq);
@@ -453,7 +463,7 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 		mq->peer = peer;
 	if (mq->peer != peer)
 		return; /* a bind from another process: not this QP's peer */
-	r2cc_mig_node_seen(mq->dest_gid, true);
+	r2cc_mig_node_seen(mq->dest_gid, R2CC_NODE_R2CC);
 	ok = agree_rail(mq, b, adopt);
 	if (ok) {
 		mq->peer_bind = *b;
@@ -496,6 +506,8 @@ static bool take_early(struct r2cc_mig_qp *mq)
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 {
 	struct r2cc_mig_desc pinned, *d = NULL;
+	enum r2cc_unprot kind;
+	const char *why;
 	int ret;
 
 	if (!mq)
@@ -511,7 +523,11 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	if (d && mq->srq && (ret = r2cc_mig_srq_pin(mq, d))) {
 		r2cc_warn("QP %#x: no backup for its SRQ (%s): unprotected",
 			  mq->qpn, strerror(-ret));
-		d = NULL;
+		r2cc_status_qp_unprot(mq->slot, ret == -ENOMEM ?
+							R2CC_UNPROT_BUDGET :
+							R2CC_UNPROT_NO_RAIL);
+		r2cc_mig_stop_logging(mq);
+		goto out;
 	}
 	if (!d) {
 		r2cc_dbg("QP %#x: no backup rail or no GRH: unprotected",
@@ -571,12 +587,10 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	if (take_early(mq))
 		goto out;
 	ret = resolve(mq);
-	if (ret)
-		r2cc_mig_unprotected(
-			mq,
-			ret == -ENOMEM ? R2CC_UNPROT_BUDGET : R2CC_UNPROT_OFF,
-			ret == -ENOMEM ? "past the resolves' budget" :
-					 "the control channel is down");
+	if (ret) {
+		kind = resolve_failed(ret, &why);
+		r2cc_mig_unprotected(mq, kind, why);
+	}
 out:
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
@@ -605,7 +619,7 @@ bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms)
 			known = yes = true;
 		} else if ((n = r2cc_mig_node_find(mq->dest_gid))) {
 			known = true;
-			yes = n->r2cc;
+			yes = n->word == R2CC_NODE_R2CC;
 		}
 		pthread_mutex_unlock(&mq->lock);
 		now = r2cc_mig_now_ns();
@@ -679,6 +693,21 @@ static uint64_t bind_wait_ms(unsigned int n)
 	return ms < MIG_BIND_AGAIN_MAX_MS ? ms : MIG_BIND_AGAIN_MAX_MS;
 }
 
+/* @mq's resolve is due again (both locks held) */
+static void resolve_due(struct r2cc_mig_qp *mq)
+{
+	enum r2cc_unprot kind;
+	const char *why;
+	int ret;
+
+	mq->resolve_due_ns = 0;
+	ret = resolve(mq);
+	if (ret) {
+		kind = resolve_failed(ret, &why);
+		r2cc_mig_unprotected(mq, kind, why);
+	}
+}
+
 void r2cc_mig_bind_tick(void)
 {
 	uint64_t now = r2cc_mig_now_ns();
@@ -696,15 +725,11 @@ void r2cc_mig_bind_tick(void)
 			mq->resolve_due_ns = 0; /* its bind named the peer */
 		if (mq->resolve_due_ns) {
 			out = true;
-			if (now >= mq->resolve_due_ns) {
-				mq->resolve_due_ns = 0;
-				if (resolve(mq))
-					r2cc_mig_unprotected(
-						mq, R2CC_UNPROT_OFF,
-						"the control channel is down");
-			}
+			if (now >= mq->resolve_due_ns)
+				resolve_due(mq);
 		}
-		if (mq->state == R2CC_PROT_BINDING && mq->bind_sent) {
+		if (mq->state == R2CC_PROT_BINDING && mq->bind_sent &&
+		    mq->peer) {
 			out = true;
 			if (r2cc_mig_past(mq->bind_ns, now,
 					  bind_wait_ms(mq->binds))) {

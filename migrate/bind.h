@@ -40,6 +40,6 @@ void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, enum r2cc_unprot kind,
 struct node_seen *r2cc_mig_node_find(const uint8_t gid[16]);
 /* Whether @gid's node runs r2cc, learned (ps.lock held): remembered for
  * any number of nodes, the latest word wins. */
-void r2cc_mig_node_seen(const uint8_t gid[16], bool r2cc);
+void r2cc_mig_node_seen(const uint8_t gid[16], enum r2cc_node_word word);
 
 #endif /* R2CC_MIG_BIND_H */

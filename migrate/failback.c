@@ -409,7 +409,8 @@ static void unarmed(struct r2cc_mig_qp *mq)
 /* The standby is not armed at one end: unprotected, still logged, until
  * its rail is up at both (r2cc_mig_fb_rearm_retry() from the rebind
  * sweep) or it gets a standby on another rail (rebind.c). */
-static void stale(struct r2cc_mig_qp *mq, const char *why)
+static void stale(struct r2cc_mig_qp *mq, enum r2cc_unprot kind,
+		  const char *why)
 {
 	if (mq->fb.rearm != R2CC_REARM_STALE)
 		r2cc_warn("QP %#x: back on rail %d, its standby on rail %d not "
@@ -417,7 +418,7 @@ static void stale(struct r2cc_mig_qp *mq, const char *why)
 			  mq->qpn, mq->rail, mq->backup_rail, why);
 	rearm_set(mq, R2CC_REARM_STALE);
 	mq->fb.rearm_not_before_ns = r2cc_mig_now_ns() + MIG_REARM_RETRY_NS;
-	r2cc_mig_set_none(mq, R2CC_UNPROT_NO_RAIL);
+	r2cc_mig_set_none(mq, kind);
 	atomic_store(&ps.rebind, true); /* the sweep tries again */
 }
 
@@ -447,7 +448,7 @@ static void rearm(struct r2cc_mig_qp *mq)
 
 	mq->fb.rearm_sent = mq->fb.rearm_got = mq->fb.peer_noarm = false;
 	if (peer_no) {
-		stale(mq, "not at the peer");
+		stale(mq, R2CC_UNPROT_BIND, "not at the peer");
 		return;
 	}
 	if (said_no || !standby_rail_up(mq) ||
@@ -456,8 +457,9 @@ static void rearm(struct r2cc_mig_qp *mq)
 		if (!said_no)
 			send_fb(mq, R2CC_CTRL_FB_REARM, R2CC_CTRL_FB_NOARM,
 				mq->bpsn);
-		stale(mq, said_no ? "its rail is down here" :
-				    "it cannot be connected here");
+		stale(mq, said_no ? R2CC_UNPROT_NO_RAIL : R2CC_UNPROT_BIND,
+		      said_no ? "its rail is down here" :
+				"it cannot be connected here");
 		return;
 	}
 	mq->fb.rearm = R2CC_REARM_NONE;
@@ -559,7 +561,7 @@ static void got_rearm(struct r2cc_mig_qp *mq, const struct r2cc_ctrl_msg *m)
 		 * after all: ours stands down with it */
 		if (no && mq->life == R2CC_LIFE_RUN && !mq->on_backup &&
 		    r2cc_mig_state(mq) == R2CC_PROT_READY)
-			stale(mq, "not at the peer");
+			stale(mq, R2CC_UNPROT_BIND, "not at the peer");
 		else
 			r2cc_dbg("QP %#x: a stale REARM: dropped", mq->qpn);
 		return;

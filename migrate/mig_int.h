@@ -56,7 +56,7 @@
 /* One that got no answer (under load a step can miss its bound,
  * MIG_CHAN_STEP_MS) is asked again until this long after the first ask */
 #define MIG_RESOLVE_MS 60000
-#define MIG_RESOLVE_GAP_MS 1000 /* at least, between those asks */
+#define MIG_RESOLVE_GAP_MS 1000 /* at least, between two asks of a QP */
 /* Reasons a QP runs unprotected said at info level, each once */
 #define MIG_UNPROT_SAID 16
 
@@ -307,7 +307,13 @@ struct r2cc_mig_state {
 	 * r2cc_mig_peer_runs() reads it. */
 	struct node_seen {
 		uint8_t gid[16];
-		bool r2cc;
+		enum r2cc_node_word {
+			R2CC_NODE_NO_R2CC, /* it refused every ask */
+			R2CC_NODE_R2CC, /* its r2cc answered */
+			/* Asked, no answer in time: nothing learned. A QP's
+			 * RTS does not wait on it, and lowers nothing */
+			R2CC_NODE_SILENT,
+		} word;
 	} * nodes;
 	unsigned int nnodes, nodes_cap;
 	bool nodes_said; /* no memory for one more: said once */

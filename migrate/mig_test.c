@@ -156,16 +156,16 @@ void r2cc_mig_test_resolve_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 	pthread_mutex_unlock(&mq->lock);
 }
 
-int r2cc_mig_test_node(const uint8_t gid[16], int r2cc)
+int r2cc_mig_test_node(const uint8_t gid[16], int word)
 {
 	const struct node_seen *n;
 	int ret;
 
 	pthread_mutex_lock(&ps.lock);
-	if (r2cc >= 0)
-		r2cc_mig_node_seen(gid, r2cc);
+	if (word >= 0)
+		r2cc_mig_node_seen(gid, (enum r2cc_node_word)word);
 	n = r2cc_mig_node_find(gid);
-	ret = n ? n->r2cc : -1;
+	ret = n ? (int)n->word : -1;
 	pthread_mutex_unlock(&ps.lock);
 	return ret;
 }

@@ -46,9 +46,10 @@ void r2cc_mig_test_bind_out(struct r2cc_mig_qp *mq, uint64_t peer,
 			    unsigned int binds, unsigned int ago_ms);
 /* @mq's move began (its fault) @ago_ms ago */
 void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
-/* @gid's node learned to run r2cc or not (@r2cc 0/1), or only asked
- * (-1): what is remembered of it, -1 nothing */
-int r2cc_mig_test_node(const uint8_t gid[16], int r2cc);
+/* @gid's node learned to run r2cc or not (@word: enum r2cc_node_word,
+ * 0 no, 1 yes, 2 silent), or only asked (-1): what is remembered of it,
+ * -1 nothing */
+int r2cc_mig_test_node(const uint8_t gid[16], int word);
 /* Moves back wait @ms of a rail's health (R2CC_FAILBACK_HOLD_MS) */
 void r2cc_mig_test_fb_hold(unsigned int ms);
 /* @mq's round of a move back began @ago_ms ago */

@@ -261,10 +261,14 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 		if (err == 1) {
 			struct r2cc_recvlog_stats st;
 
+			/* (it starts at R2CC_LOG_FIRST: said past the queue) */
 			r2cc_recvlog_get_stats(mq->rlog, &st);
-			r2cc_info("QP %#x: receive log grown: %u receives "
-				  "posted and not yet polled (max_recv_wr %u)",
-				  mq->qpn, st.outstanding, mq->cap.max_recv_wr);
+			if (st.outstanding > mq->cap.max_recv_wr + 1)
+				r2cc_info("QP %#x: receive log grown: %u "
+					  "receives posted and not yet polled "
+					  "(max_recv_wr %u)",
+					  mq->qpn, st.outstanding,
+					  mq->cap.max_recv_wr);
 			err = 0;
 		}
 		if (err) {

@@ -183,7 +183,8 @@ struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
 	if (!q->mig && q->slot && !atomic_load(&q->slot->unprot))
 		r2cc_status_qp_unprot(q->slot,
 				      type != IBV_QPT_RC ? R2CC_UNPROT_NOT_RC :
-				      !r2cc_shim.protecting ? R2CC_UNPROT_OFF :
+				      !r2cc_shim.protecting || !r2cc_mig_on() ?
+							   R2CC_UNPROT_OFF :
 				      q->rail < 0 ? R2CC_UNPROT_NO_RAIL :
 						    R2CC_UNPROT_UNSUPPORTED);
 	/* One QP on the SRQ r2cc cannot follow takes WRs no count covers */

@@ -768,6 +768,7 @@ Test(failover, the_timeout_is_lowered_only_for_a_peer_that_runs_r2cc,
 {
 	struct later l;
 	pthread_t t;
+	int i;
 
 	/* The first QP to a node waits for its own resolve (still under
 	 * way at RTS) and learns that the peer runs r2cc. */
@@ -781,11 +782,14 @@ Test(failover, the_timeout_is_lowered_only_for_a_peer_that_runs_r2cc,
 	 * no resolve ever ending, waiting would answer false). */
 	cr_assert(r2cc_mig_peer_runs(binding_qp(1, gid_a), 10000));
 
-	/* A node without r2cc: its first QP learns it, the next one to it
-	 * is not lowered and does not wait (the test's own bound). */
+	/* A node without r2cc: its first QP learns it (its last refusal
+	 * comes later), the next one to it is not lowered and does not wait
+	 * (the test's own bound). */
 	l.mq = binding_qp(2, gid_b);
 	l.peer = 0;
 	l.how = R2CC_RES_NO_R2CC;
+	for (i = 1; i < MIG_RESOLVES; i++)
+		r2cc_mig_test_resolved(l.mq, 0, R2CC_RES_NO_R2CC);
 	cr_assert_eq(pthread_create(&t, NULL, resolve_later, &l), 0);
 	cr_assert_not(r2cc_mig_peer_runs(l.mq, 10000));
 	pthread_join(t, NULL);
@@ -817,6 +821,13 @@ Test(failover, a_node_that_refused_the_call_runs_no_r2cc, .init = setup_nodes,
 	r2cc_mig_test_resolved(binding_qp(2, gid_b), 0, R2CC_RES_UNANSWERED);
 	cr_assert_eq(r2cc_mig_state(nodemq[2]), R2CC_PROT_NONE,
 		     "asked again on a node known to run no r2cc");
+	/* Refusals do not unsay a node whose r2cc answered another QP */
+	cr_assert_eq(r2cc_mig_test_node(gid_a, R2CC_NODE_R2CC), R2CC_NODE_R2CC);
+	q = binding_qp(3, gid_a);
+	for (i = 0; i < MIG_RESOLVES; i++)
+		r2cc_mig_test_resolved(q, 0, R2CC_RES_NO_R2CC);
+	cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_NONE);
+	cr_assert_eq(r2cc_mig_test_node(gid_a, -1), R2CC_NODE_R2CC);
 }
 
 /* A node whose r2cc knows no owner of the QP (its process may not have
@@ -844,11 +855,13 @@ Test(failover, an_owner_the_node_does_not_know_is_asked_for_a_few_times,
 }
 
 /* A resolve that got no answer (a step past its bound under load) says
- * nothing of the node: the QP is asked for again, past MIG_RESOLVES
+ * nothing of the node (silent: the next QP's RTS does not wait on it,
+ * and lowers nothing): the QP is asked for again, past MIG_RESOLVES
  * times, until MIG_RESOLVE_MS after its first ask; then it runs
- * unprotected as unreachable, its node still unknown. */
+ * unprotected as unreachable. (The test's own bound, 10 s, is what a
+ * wait of 20 s for the next QP's word would break.) */
 Test(failover, an_unanswered_resolve_is_asked_again_within_its_bound,
-     .init = setup_nodes, .fini = teardown_nodes, .timeout = 30)
+     .init = setup_nodes, .fini = teardown_nodes, .timeout = 10)
 {
 	struct r2cc_mig_qp *q = binding_qp(1, gid_c);
 	int i;
@@ -858,12 +871,15 @@ Test(failover, an_unanswered_resolve_is_asked_again_within_its_bound,
 		cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_BINDING,
 			     "given up after %d unanswered resolves", i + 1);
 	}
-	cr_assert_eq(r2cc_mig_test_node(gid_c, -1), -1, "the node judged");
+	cr_assert_eq(r2cc_mig_test_node(gid_c, -1), R2CC_NODE_SILENT,
+		     "the node judged");
+	cr_assert_not(r2cc_mig_peer_runs(binding_qp(2, gid_c), 20000));
 	r2cc_mig_test_resolve_ago(q, MIG_RESOLVE_MS + 1);
 	r2cc_mig_test_resolved(q, 0, R2CC_RES_UNANSWERED);
 	cr_assert_eq(r2cc_mig_state(q), R2CC_PROT_NONE, "asked for ever");
 	cr_assert_eq(nodeslot[1].unprot, R2CC_UNPROT_UNREACHABLE);
-	cr_assert_eq(r2cc_mig_test_node(gid_c, -1), -1, "the node judged");
+	cr_assert_eq(r2cc_mig_test_node(gid_c, -1), R2CC_NODE_SILENT,
+		     "the node judged");
 }
 
 /* A binding QP whose QP_BIND got no answer (lost with a connection: a
