@@ -62,7 +62,7 @@ pair fo.oneside ok 200 18517 "$R2C1 ${PP/-n 20000/-n 200 -p 18517}" \
 	"${PP/-n 20000/-n 200 -p 18517} \$SERVER"
 if [ "$NODE" = a ]; then
 	log=$LAB/a.fo.oneside.log
-	if grep -q 'unprotected: the peer runs no r2cc' "$log" &&
+	if grep -q "unprotected: the peer's node runs no r2cc" "$log" &&
 		! grep -q 'for its failover' "$log"; then
 		check pass fo.oneside.timeout "unprotected, its timeout left as set: $(grep -m1 'unprotected' "$log" | sed 's/.*QP/QP/' | cut -c1-120)"
 	else
