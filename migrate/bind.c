@@ -294,12 +294,18 @@ static enum r2cc_unprot resolve_again(struct r2cc_mig_qp *mq,
 	return R2CC_UNPROT_PENDING;
 }
 
-/* resolve() failed with @ret: the reason, said in @why */
-static enum r2cc_unprot resolve_failed(int ret, const char **why)
+/* resolve(), or @mq unprotected for why it could not ask (both locks
+ * held) */
+static void resolve_or_give_up(struct r2cc_mig_qp *mq)
 {
-	*why = ret == -ENOMEM ? "past the resolves' budget" :
-				"the control channel is down";
-	return ret == -ENOMEM ? R2CC_UNPROT_BUDGET : R2CC_UNPROT_OFF;
+	int ret = resolve(mq);
+
+	if (ret == -ENOMEM)
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BUDGET,
+				     "past the resolves' budget");
+	else if (ret)
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_OFF,
+				     "the control channel is down");
 }
 
 void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer,
@@ -506,8 +512,6 @@ static bool take_early(struct r2cc_mig_qp *mq)
 void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 {
 	struct r2cc_mig_desc pinned, *d = NULL;
-	enum r2cc_unprot kind;
-	const char *why;
 	int ret;
 
 	if (!mq)
@@ -586,11 +590,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	if (take_early(mq))
 		goto out;
-	ret = resolve(mq);
-	if (ret) {
-		kind = resolve_failed(ret, &why);
-		r2cc_mig_unprotected(mq, kind, why);
-	}
+	resolve_or_give_up(mq);
 out:
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
@@ -693,21 +693,6 @@ static uint64_t bind_wait_ms(unsigned int n)
 	return ms < MIG_BIND_AGAIN_MAX_MS ? ms : MIG_BIND_AGAIN_MAX_MS;
 }
 
-/* @mq's resolve is due again (both locks held) */
-static void resolve_due(struct r2cc_mig_qp *mq)
-{
-	enum r2cc_unprot kind;
-	const char *why;
-	int ret;
-
-	mq->resolve_due_ns = 0;
-	ret = resolve(mq);
-	if (ret) {
-		kind = resolve_failed(ret, &why);
-		r2cc_mig_unprotected(mq, kind, why);
-	}
-}
-
 void r2cc_mig_bind_tick(void)
 {
 	uint64_t now = r2cc_mig_now_ns();
@@ -725,8 +710,10 @@ void r2cc_mig_bind_tick(void)
 			mq->resolve_due_ns = 0; /* its bind named the peer */
 		if (mq->resolve_due_ns) {
 			out = true;
-			if (now >= mq->resolve_due_ns)
-				resolve_due(mq);
+			if (now >= mq->resolve_due_ns) {
+				mq->resolve_due_ns = 0;
+				resolve_or_give_up(mq);
+			}
 		}
 		if (mq->state == R2CC_PROT_BINDING && mq->bind_sent &&
 		    mq->peer) {

@@ -173,7 +173,7 @@ struct r2cc_mig_qp {
 	bool rts; /* the program's QP reached RTS (attr has its fields) */
 	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
-	uint8_t resolves; /* asks its peer's node knew no owner for */
+	uint8_t resolves; /* asks refused, or with no owner known */
 	uint64_t resolve_ns; /* when its peer's owner was first asked for */
 	uint64_t resolve_due_ns; /* asked again from then on (0: not due) */
 	uint8_t binds; /* our QP_BIND sent while binding, so far */
