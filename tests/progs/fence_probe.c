@@ -2,7 +2,8 @@
 /*
  * fence_probe.c - measures, on a real verbs stack, the facts r2cc's fence
  * and PSN replay rely on: PSN accounting, what ibv_query_qp says in ERR,
- * receive/send flushes, QP reuse and retry timing. Prints `fact NAME=VALUE'.
+ * receive/send flushes, QP reuse, retry timing and the round trip through
+ * SQD. Prints `fact NAME=VALUE'.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -941,11 +942,105 @@ static void test_devdel(void)
 	sync64(0);
 }
 
+/* ---- fact 9: a connected QP's ACK timeout and retry count changed
+ * through SQD (RTS -> SQD, SQD -> SQD with them, SQD -> RTS): r2cc gives a
+ * QP it cannot protect the program's own back so. A send posted while the
+ * send queue drains: does it go once the QP is at RTS again, after an
+ * empty post, or only with the next real one? Then whether the new pair
+ * is what a black hole meets. */
+
+static void test_sqd(void)
+{
+	struct ibv_qp *qp = qp_new(NULL);
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc[8];
+	double t0, drained = -1, rexc = -1;
+	int i, ret, got, n;
+	struct ep r;
+
+	/* r2cc's pair for a failover within a few ms */
+	r = connect_qp(qp, o.psn, 1, 8);
+	sync64(0);
+	if (client) {
+		for (i = 0; i < 4; i++)
+			if (post_send(qp, IBV_WR_RDMA_WRITE, i, 65536, &r, 1))
+				die("post_send", EIO);
+		ret = to_state(qp, IBV_QPS_SQD, NULL);
+		fact("to_sqd", "%s", ret ? strerror(ret) : "0");
+		memset(&a, 0, sizeof(a));
+		ret = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia);
+		fact("state", "%d", ret ? -1 : (int)a.qp_state);
+		fact("draining_at_once", "%d", ret ? -1 : (int)a.sq_draining);
+		memset(&a, 0, sizeof(a));
+		a.timeout = 16;
+		a.retry_cnt = 3;
+		ret = ibv_modify_qp(qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT);
+		fact("modify_while_draining", "%s", ret ? strerror(ret) : "0");
+		ret = post_send(qp, IBV_WR_RDMA_WRITE, 4, 64, &r, 1);
+		fact("post_in_sqd", "%s", ret ? strerror(ret) : "0");
+		for (t0 = now(); now() - t0 < 5;) {
+			if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
+				break;
+			if (!a.sq_draining) {
+				drained = (now() - t0) * 1000;
+				break;
+			}
+			usleep(100);
+		}
+		fact("drained_ms", "%.1f", drained);
+		memset(&a, 0, sizeof(a));
+		a.timeout = 16;
+		a.retry_cnt = 3;
+		ret = ibv_modify_qp(qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT);
+		fact("modify_drained", "%s", ret ? strerror(ret) : "0");
+		ret = to_state(qp, IBV_QPS_RTS, NULL);
+		fact("to_rts", "%s", ret ? strerror(ret) : "0");
+		memset(&a, 0, sizeof(a));
+		ret = ibv_query_qp(
+			qp, &a,
+			IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia);
+		fact("pair_after", "%d:%d", ret ? -1 : (int)a.retry_cnt,
+		     ret ? -1 : (int)a.timeout);
+		got = poll_n(wc, 5, 2000, NULL);
+		for (i = 0; i < got; i++)
+			if (wc[i].status)
+				die("sqd: a write failed", EIO);
+		fact("completed", "%d", got);
+		/* An empty post is no doorbell on rxe: EINVAL */
+		ret = ibv_post_send(qp, NULL, &bad);
+		fact("empty_post", "%s", ret ? strerror(ret) : "0");
+		n = got + poll_n(wc + got, 5 - got, 500, NULL);
+		fact("completed_after_empty_post", "%d", n);
+		if (post_send(qp, IBV_WR_RDMA_WRITE, 5, 64, &r, 1))
+			die("post_send", EIO);
+		n += poll_n(wc, 6 - n, 2000, NULL);
+		fact("completed_after_next_post", "%d", n);
+	}
+	sync64(0);
+	run_cmd("hole", o.hole);
+	sync64(0);
+	if (client) {
+		if (post_send(qp, IBV_WR_RDMA_WRITE, 9, 64, &r, 1))
+			die("post_send", EIO);
+		t0 = now();
+		got = poll_n(wc, 1, o.wait * 1000, NULL);
+		if (got)
+			rexc = now() - t0;
+		fact("black_hole", "%s@%.2fs", got ? wcs(wc[0].status) : "none",
+		     rexc);
+	}
+	sync64(0);
+	run_cmd("unhole", o.unhole);
+	sync64(0);
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: fence_probe [-d DEV] [-g GIDX] [-i IBPORT] [-p TCPPORT]\n"
-		"  [-t acct|rflush|srqflush|sflush|reuse|retry|devdel] [--psn N]\n"
+		"  [-t acct|rflush|srqflush|sflush|reuse|retry|devdel|sqd] [--psn N]\n"
 		"  [--ops send:5000,write:16384,...] [-k K] [-m M] [-n N]\n"
 		"  [--hole CMD] [--unhole CMD] [--retries 7:14,1:8] [--wait S]\n"
 		"  [--name FACT-PREFIX]\n"
@@ -1037,6 +1132,8 @@ int main(int argc, char **argv)
 		test_retry();
 	else if (!strcmp(o.test, "devdel"))
 		test_devdel();
+	else if (!strcmp(o.test, "sqd"))
+		test_sqd();
 	else
 		usage();
 	printf("fence_probe: %s done\n", o.test);

@@ -4,8 +4,9 @@
 # accounting per opcode (24-bit wrap included), ibv_query_qp in ERR, receive
 # flush with and without an SRQ, send flush with the ACKs black-holed, QP
 # reuse after ERR -> RESET, the time to RETRY_EXC for retry_cnt/timeout
-# pairs, and what a program sees when its rxe device is removed under a
-# connected QP (a NIC that dies whole). Every measured value is a FACT
+# pairs, an ACK timeout and retry count changed through SQD, and what a
+# program sees when its rxe device is removed under a connected QP (a NIC
+# that dies whole). Every measured value is a FACT
 # line; each check says whether it matches what the design assumes.
 # Server on node a (responder), client on
 # node b (requester). sflush black-holes node a's rail-0 egress (requests
@@ -90,6 +91,14 @@ probe reuse 60 -t reuse --psn 0x500
 # their rail-0 egress), 30 s window.
 probe retry 90 -t retry --retries 7:14,7:8,1:14,1:8,3:14,6:8 --wait 30 \
 	--hole "'$HOLE'" --unhole "'$UNHOLE'"
+# 9: an ACK timeout and retry count changed through SQD (r2cc's own pair,
+# 1:8, back to 3:16 with 4 WRITEs of 64 KiB in flight and one posted in
+# SQD), then a full black hole meets the new pair: RETRY_EXC after about
+# 4 x 268 ms, not within a few ms. A WRITE posted in SQD, or posted before
+# it and not started yet, waits for the next post once the QP is at RTS
+# again (migrate/untune.c holds what is posted in SQD and posts it then).
+probe sqd 90 -t sqd --psn 0x700 --wait 20 \
+	--hole "'$HOLE'" --unhole "'$UNHOLE'"
 # 8: a NIC that dies whole: node b's rxe0 deleted (rdma link delete, in
 # the background) under its probe's connected QP: the async events, what
 # post, poll, query and ERR return after it, and whether the removal
@@ -156,6 +165,16 @@ want devdel.no_event devdel.async_events none
 want devdel.works_on devdel.write_after SUCCESS
 want devdel.query devdel.query_after_state 3
 want devdel.waits devdel.removal_waited_for_program yes
+want sqd.to_sqd sqd.to_sqd 0
+want sqd.to_rts sqd.to_rts 0
+want sqd.pair sqd.pair_after 3:16
+# Of the 4 in flight, one not started when SQD began waits too; the one
+# posted in SQD always does, through an empty post; the next post rings.
+want_match sqd.in_flight sqd.completed '^[0-4]$'
+want sqd.posted_in_sqd_waits sqd.completed_after_empty_post \
+	"$(fv sqd.completed)"
+want sqd.next_post_rings sqd.completed_after_next_post 6
+want_match sqd.black_hole sqd.black_hole '^RETRY_EXC_ERR@([1-9]|0\.[5-9])'
 want retry.r7t14 retry.r7t14 none
 want_match retry.r1t8 retry.r1t8 '^RETRY_EXC_ERR@'
 want_match retry.r1t14 retry.r1t14 '^RETRY_EXC_ERR@'
