@@ -137,10 +137,15 @@ static int recycle(struct r2cc_mig_qp *mq)
 	a.rnr_retry = 7;
 	a.sq_psn = mq->fb.psn;
 	a.max_rd_atomic = mq->attr.max_rd_atomic;
-	return ps.v.modify_qp(mq->qp, &a,
-			      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				      IBV_QP_MAX_QP_RD_ATOMIC);
+	ret = ps.v.modify_qp(mq->qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+	if (!ret && (a.timeout != mq->attr.timeout ||
+		     a.retry_cnt != mq->attr.retry_cnt ||
+		     a.rnr_retry != mq->attr.rnr_retry))
+		r2cc_mig_lowered(mq);
+	return ret;
 }
 
 /* Both primaries connected: the move (mq lock held). */

@@ -95,6 +95,17 @@ struct r2cc_mig_cq {
 	bool bell_failed; /* could not be made: not tried again */
 };
 
+/* Whose ACK timeout and retry counts the program's QP runs with
+ * (untune.c) */
+enum r2cc_mig_tune {
+	R2CC_TUNE_OWN, /* the program's (or nothing r2cc set is live) */
+	R2CC_TUNE_LOWERED, /* r2cc's, for a failover in R2CC_DETECT_MS */
+	R2CC_TUNE_DUE, /* r2cc's, the QP unprotected: its next post restores */
+	R2CC_TUNE_SQD, /* taken to SQD for it: its send queue drains */
+	R2CC_TUNE_KEPT, /* r2cc's: the provider refused the way back */
+	R2CC_TUNE_N
+};
+
 /* A moved-back QP's standby (failback.c). */
 enum r2cc_mig_rearm {
 	R2CC_REARM_NONE, /* not being re-armed: a REARM is stale */
@@ -171,6 +182,11 @@ struct r2cc_mig_qp {
 	uint32_t bpsn; /* the backup's first send PSN */
 	enum ibv_mtu bmtu; /* the backup's path MTU (the lower of both) */
 	bool rts; /* the program's QP reached RTS (attr has its fields) */
+	_Atomic uint32_t tune; /* enum r2cc_mig_tune */
+	/* Sends posted while the QP is in SQD for it (under lock) */
+	struct r2cc_mig_held_wr *tune_held, **tune_tail;
+	/* SQ_DRAINED events of r2cc's own trips through SQD, not yet seen */
+	_Atomic unsigned int sqd_owed;
 	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
 	uint8_t resolves; /* asks refused, or with no owner known */
@@ -283,6 +299,8 @@ struct r2cc_mig_state {
 	uint64_t early_swept_ns, early_dropped;
 	struct r2cc_mig_srq *srqs; /* the program's SRQs (srq.c) */
 	_Atomic bool srq_sweep; /* an SRQ's state changed: sweep soon */
+	/* A QP is in SQD for its ACK timeout's way back: the tick ends it */
+	_Atomic bool untune;
 	/* A rail changed: QPs whose standby's rail is down want a new one */
 	_Atomic bool rebind;
 	/* QPs fenced, their move neither done nor given up */

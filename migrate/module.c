@@ -22,6 +22,7 @@
 #include "move.h"
 #include "probe.h"
 #include "tick.h"
+#include "untune.h"
 
 struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
 			     .peer_cv = PTHREAD_COND_INITIALIZER };
@@ -38,6 +39,7 @@ void r2cc_mig_set_none(struct r2cc_mig_qp *mq, enum r2cc_unprot why)
 {
 	r2cc_status_qp_unprot(mq->slot, why);
 	r2cc_mig_set_state(mq, R2CC_PROT_NONE);
+	r2cc_mig_untune_due(mq);
 }
 
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq)

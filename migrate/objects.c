@@ -15,6 +15,7 @@
 #include "srq.h"
 #include "standby.h"
 #include "tick.h"
+#include "untune.h"
 #include "wake.h"
 
 /*
@@ -203,6 +204,7 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 		return NULL;
 	}
 	pthread_mutex_init(&mq->lock, NULL);
+	mq->tune_tail = &mq->tune_held;
 	mq->qp = qp;
 	mq->pd = qp->pd;
 	mq->qpn = qp->qp_num;
@@ -324,6 +326,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	r2cc_mig_backup_destroy(mq);
 	r2cc_sendlog_free(mq->slog);
 	r2cc_recvlog_free(mq->rlog);
+	r2cc_mig_untune_drop(mq);
 	free(mq->held);
 	mq->slog = NULL;
 	mq->rlog = NULL;

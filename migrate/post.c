@@ -16,6 +16,7 @@
 #include "mig_int.h"
 #include "module.h"
 #include "post.h"
+#include "untune.h"
 
 /* Logging stops for good: the QP runs as if r2cc were not there (a move
  * that has replayed nothing yet is abandoned). */
@@ -190,6 +191,7 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 {
 	struct ibv_send_wr *w, *stop = NULL;
 	int ret = 0, err, side;
+	uint32_t tune;
 
 	pthread_mutex_lock(&mq->lock);
 	mq->psend = post;
@@ -197,6 +199,11 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	 * (nor its rkey translated there): refused before it is posted. */
 	if (r2cc_mig_logs(mq) && mw_op(wr))
 		refuse(mq, "it posts memory-window operations");
+	/* Given up with r2cc's ACK timeout on it: the way back (untune.c) */
+	tune = atomic_load_explicit(&mq->tune, memory_order_relaxed);
+	if ((tune == R2CC_TUNE_DUE || tune == R2CC_TUNE_SQD) &&
+	    r2cc_mig_untune_post(mq, wr, bad, &ret))
+		goto out;
 	side = side_of(mq, mq->life == R2CC_LIFE_SENDS);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);

@@ -204,6 +204,14 @@ void r2cc_mig_free(struct r2cc_mig_qp *mq);
 /* Is @mq on its backup or being moved (its own QP's async events are
  * r2cc's, and the program's QP shows the state the program set)? */
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq);
+/* The program's modify_qp to RTS went with r2cc's lower ACK timeout or
+ * retry counts (r2cc_mig_peer_runs()): should @mq end unprotected, its
+ * own are put back (untune.c). */
+void r2cc_mig_lowered(struct r2cc_mig_qp *mq);
+/* Is @mq's QP in SQD for that (the program is shown the state it set)? */
+bool r2cc_mig_untuning(const struct r2cc_mig_qp *mq);
+/* An SQ_DRAINED event of @mq's QP: r2cc's (hidden; counted as seen)? */
+bool r2cc_mig_sqd_event(struct r2cc_mig_qp *mq);
 /* Add to @n[r], for each rail r < @nrail, this process's protected QPs
  * whose backup is on r: placement's load. */
 void r2cc_mig_rail_loads(uint32_t *n, int nrail);

@@ -19,6 +19,7 @@
 #include "rebind.h"
 #include "srq.h"
 #include "tick.h"
+#include "untune.h"
 
 uint64_t r2cc_mig_now_ns(void)
 {
@@ -88,7 +89,7 @@ static void bound_moves(void)
 /* What the tick sends goes out at its end, a frame per peer. */
 static void tick(void)
 {
-	bool waiting;
+	bool waiting, untune;
 
 	if (ps.keepalive_ms)
 		r2cc_mig_ka_tick();
@@ -99,11 +100,15 @@ static void tick(void)
 	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();
 	/* Moves under way are bounded, SRQs swept (one at home only when a
-	 * QP on it changed: ps.srq_sweep); nothing to do, no walk. */
+	 * QP on it changed: ps.srq_sweep), QPs given up get the program's
+	 * ACK timeout back; nothing to do, no walk. */
 	waiting = atomic_load_explicit(&ps.waiting, memory_order_relaxed);
-	if (!waiting && !__atomic_load_n(&ps.srqs, __ATOMIC_RELAXED))
+	untune = atomic_load_explicit(&ps.untune, memory_order_relaxed);
+	if (!waiting && !untune && !__atomic_load_n(&ps.srqs, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&ps.lock);
+	if (untune)
+		r2cc_mig_untune_tick();
 	if (waiting)
 		bound_moves();
 	if (ps.srqs)

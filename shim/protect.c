@@ -385,8 +385,11 @@ bool r2cc_async_hidden(struct ibv_context *ctx,
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
 	case IBV_EVENT_SQ_DRAINED:
+		q = r2cc_lookup(ev->element.qp, R2CC_OBJ_QP);
+		return q &&
+		       (r2cc_mig_sqd_event(q->mig) || r2cc_mig_covers(q->mig));
+	case IBV_EVENT_COMM_EST:
 	case IBV_EVENT_PATH_MIG:
 	case IBV_EVENT_PATH_MIG_ERR:
 	case IBV_EVENT_QP_LAST_WQE_REACHED:

@@ -218,6 +218,7 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			      int mask)
 {
 	struct r2cc_qp *q;
+	bool lowered = false;
 	int ret;
 
 	R2CC_ENTER(ibv_modify_qp, ENOSYS, qp, attr, mask);
@@ -265,6 +266,8 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			 qp->qp_num, a.retry_cnt, a.timeout, attr->retry_cnt,
 			 attr->timeout);
 		ret = r2cc_real.ibv_modify_qp(qp, &a, mask);
+		lowered = a.timeout != attr->timeout ||
+			  a.retry_cnt != attr->retry_cnt;
 	} else {
 		ret = r2cc_real.ibv_modify_qp(qp, attr, mask);
 	}
@@ -275,6 +278,9 @@ R2CC_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			r2cc_qp_rtr(q);
 		if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS)
 			r2cc_qp_rts(q);
+		/* (once the QP is at RTS in migrate's eyes too) */
+		if (lowered)
+			r2cc_mig_lowered(q->mig);
 	}
 	return ret;
 }
@@ -294,9 +300,9 @@ R2CC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	if (ret)
 		return ret;
 	/* A QP r2cc fenced, or that runs on its backup, is for the program
-	 * still where it put it (RTR or RTS), not in r2cc's ERR or in a
-	 * recycle's RESET. */
-	if (r2cc_mig_covers(q->mig))
+	 * still where it put it (RTR or RTS), not in r2cc's ERR, a
+	 * recycle's RESET or the SQD of its timeout's way back. */
+	if (r2cc_mig_covers(q->mig) || r2cc_mig_untuning(q->mig))
 		attr->qp_state = attr->cur_qp_state = q->attr.qp_state;
 	/* What the program set, not what r2cc lowered (ibv_modify_qp) */
 	if (q->attr_mask & IBV_QP_RETRY_CNT)

@@ -131,7 +131,8 @@ cm_case stacks.rsockets "rstream -b $A0 -T v -S 65536 -C 6000 -I 1" \
 # refused. r2cc cannot move windows and refuses them before any is
 # bound: the QPs of the window's PD once it is allocated, the sender's
 # when it posts the invalidation. The program's every step must come out
-# as without r2cc, and r2cc must never lose a QP's protection half-way.
+# as without r2cc, and r2cc must never lose a QP's protection half-way:
+# one refused after RTS gets the program's ACK timeout back.
 if [ "$NODE" = a ]; then
 	m="$BUILD/tests/progs/mw_probe $(rail_ibdev 0) 1"
 	log=$LAB/a.stacks.mw.log
@@ -154,6 +155,13 @@ if [ "$NODE" = a ]; then
 		check pass stacks.mw.refused "$(grep -c 'protected: backup QP' "$log") QPs protected, then refused: $(grep -o 'memory windows on its PD\|posts memory-window operations' "$log" | sort | uniq -c | tr -s ' \n' ' ')"
 	else
 		check fail stacks.mw.refused "$(grep -E 'protected|memory|does not know' "$log" | head -4 | cut -c1-160 | tr '\n' ' ')"
+	fi
+	# Refused after RTS, a QP gets the program's ACK timeout and retry
+	# counts back (r2cc's were on it), through SQD at its next post.
+	if grep -q "are the program's again" "$log"; then
+		check pass stacks.mw.untuned "$(grep -m1 -o "QP 0x[0-9a-f]* unprotected: its ACK.*again" "$log")"
+	else
+		check fail stacks.mw.untuned "$(grep -E 'SQD|unprotected' "$log" | head -4 | cut -c1-160 | tr '\n' ' ')"
 	fi
 fi
 barrier stacks.mw.done 180

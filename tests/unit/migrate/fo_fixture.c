@@ -24,7 +24,12 @@ int f_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 
 	(void)bad;
 	for (; wr; wr = wr->next) {
+		const struct ibv_sge *sg = wr->sg_list;
+
 		if (f->nsent < MAXW) {
+			if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge)
+				f->inl[f->nsent] =
+					*(const uint8_t *)(uintptr_t)sg->addr;
 			f->flags[f->nsent] = wr->send_flags;
 			f->sent[f->nsent++] = wr->wr_id;
 		}
@@ -62,23 +67,41 @@ int f_req_notify(struct ibv_cq *cq, int solicited)
 	return 0;
 }
 
+/* As rxe: SQD -> RTS only once the send queue drained */
 int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
+	struct fake_qp *f = (struct fake_qp *)qp;
+
+	if ((mask & IBV_QP_STATE) &&
+	    ((a->qp_state == IBV_QPS_SQD && f->no_sqd) ||
+	     (a->qp_state == IBV_QPS_RTS && f->state == IBV_QPS_SQD &&
+	      f->draining)))
+		return EINVAL;
 	if (mask & IBV_QP_STATE)
-		((struct fake_qp *)qp)->state = a->qp_state;
+		f->state = a->qp_state;
 	if (mask & IBV_QP_SQ_PSN)
-		((struct fake_qp *)qp)->sq_psn = a->sq_psn;
+		f->sq_psn = a->sq_psn;
 	if (mask & IBV_QP_RQ_PSN)
-		((struct fake_qp *)qp)->rq_psn = a->rq_psn;
+		f->rq_psn = a->rq_psn;
+	if (mask & IBV_QP_TIMEOUT)
+		f->timeout = a->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		f->retry_cnt = a->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		f->rnr_retry = a->rnr_retry;
+	f->nmodify++;
 	return 0;
 }
 
 int f_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 	       struct ibv_qp_init_attr *init)
 {
+	struct fake_qp *f = (struct fake_qp *)qp;
+
 	(void)mask;
 	(void)init;
-	a->qp_state = ((struct fake_qp *)qp)->state;
+	a->qp_state = f->state;
+	a->sq_draining = f->state == IBV_QPS_SQD && f->draining;
 	a->rq_psn = fence_rq_psn;
 	return 0;
 }
@@ -307,7 +330,8 @@ void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 	struct ibv_qp_cap cap = { .max_send_wr = 8,
 				  .max_recv_wr = 8,
 				  .max_send_sge = 1,
-				  .max_recv_sge = 1 };
+				  .max_recv_sge = 1,
+				  .max_inline_data = 64 };
 	static struct ibv_pd bpd;
 	struct ibv_qp_attr a;
 
@@ -334,6 +358,8 @@ void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 	memset(&a, 0, sizeof(a));
 	a.path_mtu = IBV_MTU_1024;
 	a.sq_psn = 0x500;
+	a.timeout = FO_TIMEOUT;
+	a.retry_cnt = a.rnr_retry = 7;
 	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
 }
 

@@ -18,16 +18,22 @@
 #define PEER 0x1234
 #define PEER_QPN 0x22
 #define MAXW 32
+#define FO_TIMEOUT 20 /* the program's ACK timeout (retry counts: 7) */
 
 struct fake_qp {
 	struct ibv_qp qp; /* first: the ops get &qp */
 	uint64_t sent[MAXW], recvd[MAXW];
 	unsigned int flags[MAXW]; /* of each sent WR */
+	uint8_t inl[MAXW]; /* an inline WR's first byte, as posted */
 	int nsent, nrecv;
 	enum ibv_qp_state state;
 	uint32_t sq_psn; /* as the last RTS set it */
 	uint32_t rq_psn; /* as the last RTR set it */
 	uint32_t last_rkey; /* of the last RDMA WR posted */
+	uint8_t timeout, retry_cnt, rnr_retry; /* as the last modify set */
+	int nmodify; /* modify_qp calls that succeeded */
+	bool draining; /* in SQD: its send queue not drained yet */
+	bool no_sqd; /* a provider that takes no QP to SQD */
 };
 
 struct fake_cq {
