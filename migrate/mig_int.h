@@ -162,6 +162,8 @@ struct r2cc_mig_qp {
 	uint8_t gid[16], dest_gid[16];
 	int rail, backup_rail;
 	struct ibv_cq *bscq, *brcq; /* owned: the backup's CQs (maybe one) */
+	/* Armed by r2cc, no event of theirs seen since (wake.c) */
+	_Atomic bool bscq_armed, brcq_armed;
 	struct ibv_qp *bqp; /* owned: the backup QP */
 	/* R2CC_BACKUP=lazy, both ends: the backup is made at a failover
 	 * (on bctx/bpd, r2cc's context and shadow PD of the backup rail) and

@@ -253,6 +253,9 @@ int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
 
 	struct ibv_comp_channel *ch = r2cc_mig_ring_channel(d, locked);
 
+	/* (new CQs: armed by nobody yet, wake.c) */
+	atomic_store(&mq->bscq_armed, false);
+	atomic_store(&mq->brcq_armed, false);
 	mq->bscq = ps.v.create_cq(d->backup_ctx,
 				  mq->rcq != mq->scq ? scqe : scqe + rcqe, mq,
 				  ch, 0);

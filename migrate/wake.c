@@ -60,12 +60,37 @@ void r2cc_mig_ring(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc)
 	}
 }
 
+/* Is @mq's standby CQ @bcq armed, its event not come yet? (Read without
+ * the QP's lock, as ring_busy() reads its CQs.) */
+static _Atomic bool *armed_of(struct r2cc_mig_qp *mq, const struct ibv_cq *bcq)
+{
+	return bcq != __atomic_load_n(&mq->bscq, __ATOMIC_RELAXED) &&
+			       bcq == __atomic_load_n(&mq->brcq,
+						      __ATOMIC_RELAXED) ?
+		       &mq->brcq_armed :
+		       &mq->bscq_armed;
+}
+
+/* Arm @mq's standby CQ @bcq, unless it is armed already: a CQ stays
+ * armed until its next completion's event, and on rxe each arm is a
+ * system call, which a program asleep on a CQ with hundreds of moved
+ * QPs would pay for every one at every sleep. */
+static void arm(struct r2cc_mig_qp *mq, struct ibv_cq *bcq)
+{
+	_Atomic bool *armed = armed_of(mq, bcq);
+
+	if (atomic_exchange(armed, true))
+		return;
+	if (bcq->context->ops.req_notify_cq(bcq, 0))
+		atomic_store(armed, false); /* tried again at the next arm */
+}
+
 static void arm_backups(struct r2cc_mig_qp *mq)
 {
 	if (mq->bscq)
-		mq->bscq->context->ops.req_notify_cq(mq->bscq, 0);
+		arm(mq, mq->bscq);
 	if (mq->brcq && mq->brcq != mq->bscq)
-		mq->brcq->context->ops.req_notify_cq(mq->brcq, 0);
+		arm(mq, mq->brcq);
 }
 
 void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc)
@@ -78,11 +103,8 @@ void r2cc_mig_cq_arm(struct r2cc_mig_cq *mc)
 	/* Under the list's lock: a QP being destroyed detaches its backup
 	 * CQs (under it) before it destroys them. */
 	pthread_mutex_lock(&mc->lock);
-	for (i = 0; i < mc->nqps; i++) {
-		struct ibv_cq *bcq = mc->list->e[i].bcq;
-
-		bcq->context->ops.req_notify_cq(bcq, 0);
-	}
+	for (i = 0; i < mc->nqps; i++)
+		arm(mc->list->e[i].qp, mc->list->e[i].bcq);
 	pthread_mutex_unlock(&mc->lock);
 }
 
@@ -122,6 +144,7 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 
 		/* Acked first: a destroy of this CQ waits for it. */
 		ps.v.ack_cq_events(cq, 1);
+		atomic_store(armed_of(mq, cq), false);
 		if (pthread_mutex_trylock(&mq->lock)) {
 			ring_busy(mq, cq);
 			continue;
@@ -138,7 +161,7 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 			 * for the next completion. */
 			r2cc_mig_ring(mq, mc);
 			if (mc && atomic_load(&mc->armed))
-				cq->context->ops.req_notify_cq(cq, 0);
+				arm(mq, cq);
 		}
 		pthread_mutex_unlock(&mq->lock);
 	}

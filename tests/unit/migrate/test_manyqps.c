@@ -18,6 +18,7 @@
 /* before fo_fixture.h: its global mq would shadow their parameters */
 #include "mig_int.h"
 #include "objects.h"
+#include "wake.h"
 
 #include "fo_fixture.h"
 
@@ -139,13 +140,15 @@ Test(manyqps, every_moved_qps_completions_reach_the_program, .init = many_setup,
 	struct ibv_wc wc[16];
 	int i, n, total = 0;
 
-	for (i = 0; i < NQ; i++)
-		move(i, 1);
-	/* Armed with the program's CQ: every standby's CQ. */
+	/* Every standby's CQ armed as its QP moves, and not again with the
+	 * program's CQ while no event of it came */
 	ctx.ops.req_notify_cq = count_arm;
 	narmed = 0;
-	r2cc_mig_cq_arm(mc);
+	for (i = 0; i < NQ; i++)
+		move(i, 1);
 	cr_assert_eq(narmed, NQ, "%d of %d standby CQs armed", narmed, NQ);
+	r2cc_mig_cq_arm(mc);
+	cr_assert_eq(narmed, NQ, "armed CQs not armed again");
 	ctx.ops.req_notify_cq = f_req_notify;
 	while ((n = r2cc_mig_poll_more(mc, 16, wc)) > 0) {
 		for (int k = 0; k < n; k++) {
@@ -162,6 +165,48 @@ Test(manyqps, every_moved_qps_completions_reach_the_program, .init = many_setup,
 		cr_assert(total <= NQ);
 	}
 	cr_assert_eq(total, NQ, "%d of %d completions delivered", total, NQ);
+}
+
+static struct ibv_cq *event_cq; /* the one event get_event() has */
+
+static int get_event(struct ibv_comp_channel *ch, struct ibv_cq **cq,
+		     void **cq_context)
+{
+	(void)ch;
+	if (!event_cq)
+		return -1;
+	*cq = event_cq;
+	*cq_context = event_cq->cq_context;
+	event_cq = NULL;
+	return 0;
+}
+
+static void ack_events(struct ibv_cq *cq, unsigned int n)
+{
+	(void)cq;
+	(void)n;
+}
+
+Test(manyqps, a_standby_cq_is_armed_again_after_its_event, .init = many_setup,
+     .fini = many_teardown, .timeout = 30)
+{
+	int i;
+
+	for (i = 0; i < NQ; i++)
+		move(i, 1);
+	ps.v.get_cq_event = get_event;
+	ps.v.ack_cq_events = ack_events;
+	ctx.ops.req_notify_cq = count_arm;
+	narmed = 0;
+	qs[7].bcq.cq.cq_context = qs[7].mq;
+	event_cq = &qs[7].bcq.cq; /* its completion's event, while awake */
+	r2cc_mig_ring_ready(-1, NULL);
+	cr_expect_eq(narmed, 0, "not armed again for an awake program");
+	r2cc_mig_cq_arm(mc);
+	cr_expect_eq(narmed, 1, "the program's arm arms that one alone");
+	r2cc_mig_cq_arm(mc);
+	cr_expect_eq(narmed, 1);
+	ctx.ops.req_notify_cq = f_req_notify;
 }
 
 Test(manyqps, a_busy_qp_does_not_starve_the_others, .init = many_setup,
