@@ -6,15 +6,15 @@
  * a move back's recycle); without a failover they only make the QP more
  * fragile than the program asked. Verbs change them on a connected QP in
  * SQD alone (and some providers take an RC QP to SQD for none: mlx5's
- * modify table has no RTS to SQD; there they stay r2cc's, said once). The program's next post
- * takes the QP from RTS to SQD; drained at once, it gets the program's
- * values and RTS again, and the post goes on. Else the post, and any
- * until the send queue drained, are held here (copied: the program may
- * reuse an inline buffer) and the control thread's tick ends the trip
- * and posts them, in order, nobody's thread blocked. A post must follow
- * the return to RTS: rxe 6.1 does not look at its send queue again then,
- * so sends queued but not started when SQD began would wait for the next
- * post (fence-facts measures it).
+ * modify table has no RTS to SQD; there they stay r2cc's, said once).
+ * The program's next post takes the QP from RTS to SQD; drained at once,
+ * it gets the program's values and RTS again, and the post goes on. Else
+ * the post, and any until the send queue drained, are held here (copied:
+ * the program may reuse an inline buffer) and the control thread's tick
+ * ends the trip and posts them, in order, nobody's thread blocked. A post
+ * must follow the return to RTS: rxe 6.1 does not look at its send queue
+ * again then, so sends queued but not started when SQD began would wait
+ * for the next post (fence-facts measures it).
  */
 #include <errno.h>
 #include <sched.h>
