@@ -69,6 +69,16 @@ uint64_t r2cc_wr_len(const struct ibv_send_wr *wr);
 int r2cc_wr_npkts(const struct ibv_send_wr *wr, uint32_t mtu_bytes);
 /* r2cc_wc_opcode() - the ibv_wc_opcode a WR completes with, or -EOPNOTSUPP */
 int r2cc_wc_opcode(enum ibv_wr_opcode op);
+/* r2cc_wr_inline() - does @wr carry inline data? (IBV_SEND_INLINE on a
+ * SEND or WRITE: a READ's SGEs are destinations) */
+bool r2cc_wr_inline(const struct ibv_send_wr *wr);
+/*
+ * r2cc_wr_copy() - @wr copied into @dst, alone (next NULL), for after the
+ * program's post returned: its num_sge SGEs into @sge, and an inline WR's
+ * bytes (r2cc_wr_len()) into @inl, its SGEs pointing there.
+ */
+void r2cc_wr_copy(struct ibv_send_wr *dst, const struct ibv_send_wr *wr,
+		  struct ibv_sge *sge, char *inl);
 
 /*
  * The send log of one QP: a copy of every posted send WR not yet retired,

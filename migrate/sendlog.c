@@ -106,8 +106,6 @@ static struct r2cc_sendlog_ent *at(const struct r2cc_sendlog *log, uint32_t i)
 	return &log->ent[slot(log, i)];
 }
 
-static bool is_inline(const struct ibv_send_wr *wr);
-
 /*
  * Twice the entries, at most the limit: the outstanding ones copied to the
  * front in order, their SGEs re-pointed at the new arrays (an inline WR's
@@ -139,7 +137,7 @@ static int grow(struct r2cc_sendlog *log)
 		       log->max_inline);
 		e->wr.sg_list = es;
 		e->wr.next = NULL;
-		for (k = 0; is_inline(&e->wr) && k < e->wr.num_sge; k++)
+		for (k = 0; r2cc_wr_inline(&e->wr) && k < e->wr.num_sge; k++)
 			es[k].addr =
 				(uintptr_t)&inl[(size_t)i * log->max_inline +
 						(es[k].addr - (uintptr_t)from)];
@@ -160,9 +158,10 @@ static bool valid_mtu(uint32_t mtu)
 	return mtu >= 256 && mtu <= 4096 && !(mtu & (mtu - 1));
 }
 
-/* Only SEND and WRITE carry inline data; a READ's SGEs are destinations */
-static bool is_inline(const struct ibv_send_wr *wr)
+bool r2cc_wr_inline(const struct ibv_send_wr *wr)
 {
+	/* Only SEND and WRITE carry inline data; a READ's SGEs are
+	 * destinations */
 	if (!(wr->send_flags & IBV_SEND_INLINE))
 		return false;
 	return r2cc_wc_opcode(wr->opcode) == IBV_WC_SEND ||
@@ -170,18 +169,15 @@ static bool is_inline(const struct ibv_send_wr *wr)
 	       wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
-/* The program may reuse its SGE array and inline buffer once post returns */
-static void copy_wr(struct r2cc_sendlog *log, uint32_t s,
-		    struct r2cc_sendlog_ent *e, const struct ibv_send_wr *wr)
+void r2cc_wr_copy(struct ibv_send_wr *dst, const struct ibv_send_wr *wr,
+		  struct ibv_sge *sge, char *inl)
 {
-	struct ibv_sge *sge = &log->sge[(size_t)s * log->max_sge];
-	char *inl = &log->inl[(size_t)s * log->max_inline];
 	int i;
 
-	e->wr = *wr;
-	e->wr.next = NULL;
-	e->wr.sg_list = sge;
-	if (!is_inline(wr)) {
+	*dst = *wr;
+	dst->next = NULL;
+	dst->sg_list = sge;
+	if (!r2cc_wr_inline(wr)) {
 		if (wr->num_sge)
 			memcpy(sge, wr->sg_list, wr->num_sge * sizeof(*sge));
 		return;
@@ -209,7 +205,7 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
 	    (uint32_t)wr->num_sge > log->max_sge)
 		return -EINVAL;
 	len = r2cc_wr_len(wr);
-	if (is_inline(wr) && len > log->max_inline)
+	if (r2cc_wr_inline(wr) && len > log->max_inline)
 		return -EINVAL;
 	n = r2cc_psn_npkts(wr->opcode, len, log->mtu);
 	if (n < 0)
@@ -220,7 +216,10 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
 
 	s = slot(log, log->count);
 	e = &log->ent[s];
-	copy_wr(log, s, e, wr);
+	/* The program may reuse its SGE array and inline buffer once post
+	 * returns */
+	r2cc_wr_copy(&e->wr, wr, &log->sge[(size_t)s * log->max_sge],
+		     &log->inl[(size_t)s * log->max_inline]);
 	e->len = len;
 	e->first_psn = log->next_psn;
 	e->npkts = (uint32_t)n;

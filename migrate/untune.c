@@ -28,9 +28,9 @@
 /* A send the program posted while its QP was in SQD, copied */
 struct r2cc_mig_held_wr {
 	struct r2cc_mig_held_wr *next;
-	struct ibv_send_wr wr; /* its sg_list: sge, or inline's one */
+	struct ibv_send_wr wr; /* its sg_list: sge */
 	struct ibv_sge sge[]; /* num_sge of them; an inline send's bytes
-			       * after its one */
+			       * after them */
 };
 
 /* How long a post that took its QP to SQD waits for the drain at most
@@ -118,39 +118,17 @@ static void say(struct r2cc_mig_qp *mq, _Atomic bool *said, const char *what,
 static int hold(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
 {
 	struct r2cc_mig_held_wr *h;
-	size_t len = 0, off = 0;
-	bool inl = wr->send_flags & IBV_SEND_INLINE;
-	int i, n = wr->num_sge;
+	uint64_t len = r2cc_wr_inline(wr) ? r2cc_wr_len(wr) : 0;
+	int n = wr->num_sge;
 
-	if (n < 0 || (uint32_t)n > mq->cap.max_send_sge)
+	if (n < 0 || (uint32_t)n > mq->cap.max_send_sge ||
+	    len > mq->cap.max_inline_data)
 		return EINVAL;
-	for (i = 0; inl && i < n; i++)
-		len += wr->sg_list[i].length;
-	if (inl && len > mq->cap.max_inline_data)
-		return EINVAL;
-	h = malloc(sizeof(*h) + (size_t)(inl ? 1 : n) * sizeof(h->sge[0]) +
-		   len);
+	h = malloc(sizeof(*h) + (size_t)n * sizeof(h->sge[0]) + len);
 	if (!h)
 		return ENOMEM;
+	r2cc_wr_copy(&h->wr, wr, h->sge, (char *)&h->sge[n]);
 	h->next = NULL;
-	h->wr = *wr;
-	h->wr.next = NULL;
-	h->wr.sg_list = h->sge;
-	if (inl) {
-		char *data = (char *)&h->sge[1];
-
-		for (i = 0; i < n; i++) {
-			memcpy(data + off,
-			       (const void *)(uintptr_t)wr->sg_list[i].addr,
-			       wr->sg_list[i].length);
-			off += wr->sg_list[i].length;
-		}
-		h->sge[0] = (struct ibv_sge){ .addr = (uintptr_t)data,
-					      .length = (uint32_t)len };
-		h->wr.num_sge = len ? 1 : 0;
-	} else if (n) {
-		memcpy(h->sge, wr->sg_list, (size_t)n * sizeof(h->sge[0]));
-	}
 	*mq->tune_tail = h;
 	mq->tune_tail = &h->next;
 	return 0;

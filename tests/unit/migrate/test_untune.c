@@ -104,6 +104,27 @@ Test(untune, an_inline_send_is_held_as_it_was_posted, .init = lowered)
 	cr_expect_eq(prim.inl[1], 'a');
 }
 
+Test(untune, a_held_reads_destination_stays_the_programs, .init = lowered)
+{
+	char data[8] = "abc";
+	struct ibv_sge sge = { .addr = (uintptr_t)data, .length = 3 };
+	struct ibv_send_wr wr = { .wr_id = 9,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_INLINE },
+			   *bad;
+
+	prim.draining = true;
+	given_up();
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	data[0] = 'z'; /* what the READ would land on */
+	prim.draining = false;
+	r2cc_mig_tick();
+	sent(2, (uint64_t[]){ 1, 9 });
+	cr_expect_eq(prim.inl[1], 'z', "posted with the program's SGE");
+}
+
 Test(untune, a_send_the_queue_could_not_take_is_refused_not_held,
      .init = lowered)
 {
