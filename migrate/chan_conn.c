@@ -466,6 +466,20 @@ static void got_batch(struct r2cc_ctrl_msg *m)
 	free(body);
 }
 
+/* Connection @i sent what failed a frame's check (@rc, counted in rx
+ * already): closed, a stream out of step cannot recover. */
+static void refuse(int i, int rc)
+{
+	static struct r2cc_log_limit lim;
+	uint64_t held;
+
+	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_REFUSED, 1);
+	if (r2cc_log_limit_pass(&lim, &held))
+		r2cc_warn("control frame dropped: %s (%llu more held back)",
+			  strerror(-rc), (unsigned long long)held);
+	chan_conn_close_why(i, "a frame failed its check");
+}
+
 /* One whole frame from connection @i. */
 static void got_frame(int i, const uint8_t *buf, size_t len)
 {
@@ -505,9 +519,7 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 		goto out;
 	}
 	if (rc) {
-		r2cc_warn("control frame dropped: %s", strerror(-rc));
-		/* a stream out of step cannot recover */
-		chan_conn_close_why(i, "a frame failed its check");
+		refuse(i, rc);
 		goto out;
 	}
 	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_IN, 1);
@@ -561,7 +573,7 @@ void chan_conn_readable(int i)
 		}
 		if (flen < 0 && flen != -EAGAIN) {
 			r2cc_ctrl_count(&cs.st.rx, flen);
-			chan_conn_close(i);
+			refuse(i, flen);
 			return;
 		}
 		if (flen > 0 && (size_t)flen > c->cap) {

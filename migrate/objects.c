@@ -93,18 +93,27 @@ struct r2cc_mig_qp *r2cc_mig_by_dest(uint64_t peer, uint32_t dest_qpn)
 
 void r2cc_mig_unknown(const char *what, uint64_t peer, uint32_t dest_qpn)
 {
+	static struct r2cc_log_limit lim;
 	static unsigned int told;
 	struct r2cc_mig_qp *mq;
 	unsigned int n = 0, same = 0;
+	uint64_t held;
+	bool why;
+
+	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_DROPPED, 1);
+	/* (a peer can send these at any rate) */
+	if (!r2cc_log_limit_pass(&lim, &held))
+		return;
 	/* Why, for the first few (a bug to find, or a peer confused), at
 	 * debug level after: a QP connected to that QPN with another peer,
 	 * or not indexed; or none (the program destroyed it: a server
 	 * whose client went away), and that peer's QPs */
-	bool why = told < 8 || r2cc_log_get_level() >= R2CC_LOG_DEBUG;
-
+	why = told < 8 || r2cc_log_get_level() >= R2CC_LOG_DEBUG;
 	told += told < 8;
-	r2cc_warn("%s for an unknown QP %#x from peer %016llx: dropped", what,
-		  dest_qpn, (unsigned long long)peer);
+	r2cc_warn("%s for an unknown QP %#x from peer %016llx: dropped (%llu "
+		  "more held back)",
+		  what, dest_qpn, (unsigned long long)peer,
+		  (unsigned long long)held);
 	for (mq = ps.qps; why && mq; mq = mq->next) {
 		if (mq->dest_qpn == dest_qpn && n++ < 4)
 			r2cc_warn("  QP %#x is connected to it: peer %016llx, "

@@ -150,6 +150,27 @@ enum r2cc_log_level r2cc_log_get_level(void)
 							 memory_order_relaxed);
 }
 
+bool r2cc_log_limit_pass(struct r2cc_log_limit *l, uint64_t *held)
+{
+	struct timespec ts;
+	uint64_t w;
+
+	*held = 0;
+	if (r2cc_log_get_level() >= R2CC_LOG_DEBUG)
+		return true;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	w = (uint64_t)ts.tv_sec / R2CC_LOG_WINDOW_S + 1;
+	if (atomic_exchange_explicit(&l->window, w, memory_order_relaxed) != w)
+		atomic_store_explicit(&l->n, 0, memory_order_relaxed);
+	if (atomic_fetch_add_explicit(&l->n, 1, memory_order_relaxed) >=
+	    R2CC_LOG_BURST) {
+		atomic_fetch_add_explicit(&l->held, 1, memory_order_relaxed);
+		return false;
+	}
+	*held = atomic_exchange_explicit(&l->held, 0, memory_order_relaxed);
+	return true;
+}
+
 /* Makes the log descriptor refer to what @newfd refers to; closes @newfd. */
 static int install_fd(int newfd)
 {

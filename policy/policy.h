@@ -10,6 +10,7 @@
 #define R2CC_POLICY_H
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,6 +80,21 @@ enum r2cc_log_level r2cc_log_get_level(void);
  * never uses a closed or recycled fd. Return: 0, or -errno (sink kept).
  */
 int r2cc_log_open_file(const char *path);
+
+/* A bound on one kind of log line that a peer or a program can make
+ * come at any rate (zero-initialised, static): at most R2CC_LOG_BURST
+ * lines in each R2CC_LOG_WINDOW_S seconds; the next one let through
+ * says how many were held back. Any thread; approximate under races. */
+#define R2CC_LOG_BURST 10
+#define R2CC_LOG_WINDOW_S 10
+struct r2cc_log_limit {
+	_Atomic uint64_t window; /* the window counted in, 0: none yet */
+	_Atomic uint32_t n; /* lines let through in it */
+	_Atomic uint64_t held; /* held back since the last let through */
+};
+/* True: say the line now (@held: the lines held back before it); false:
+ * hold it back, counted. At debug level every line goes. */
+bool r2cc_log_limit_pass(struct r2cc_log_limit *l, uint64_t *held);
 
 /* Settings: indexes into the table in config.c. CONFIG is env-only. */
 enum r2cc_conf_key {

@@ -369,6 +369,8 @@ const char *r2cc_ctrl_count_name(unsigned int what)
 		[R2CC_CTRL_FRAMES_IN] = "frames_in",
 		[R2CC_CTRL_MSGS_IN] = "messages_in",
 		[R2CC_CTRL_BYTES_IN] = "bytes_in",
+		[R2CC_CTRL_FRAMES_REFUSED] = "frames_refused",
+		[R2CC_CTRL_MSGS_DROPPED] = "messages_dropped",
 	};
 
 	return what < R2CC_CTRL_CNT_N ? n[what] : NULL;

@@ -149,6 +149,11 @@ enum r2cc_ctrl_count {
 	R2CC_CTRL_FRAMES_IN,
 	R2CC_CTRL_MSGS_IN,
 	R2CC_CTRL_BYTES_IN,
+	/* Frames that failed their check (malformed, another job's, a bad
+	 * MAC, another receiver's): their connection closed */
+	R2CC_CTRL_FRAMES_REFUSED,
+	/* Peers' messages about QPs this process has none with them */
+	R2CC_CTRL_MSGS_DROPPED,
 	R2CC_CTRL_CNT_N
 };
 #define R2CC_CTRL_CNT_SLOTS 8 /* room in the record, >= R2CC_CTRL_CNT_N */

@@ -366,3 +366,29 @@ Test(policy_log, datapath_debug_compiles_out, .init = setup, .timeout = 5)
 	cr_assert_eq(ngot, R2CC_DATAPATH_DEBUG ? 1 : 0);
 	cr_assert_eq(evaluated, R2CC_DATAPATH_DEBUG ? 1 : 0);
 }
+
+/* A line a peer can make come at any rate: a burst, then held back and
+ * counted until the next window, whose first line says how many. */
+Test(policy_log, a_limited_line_is_held_back_past_its_burst, .timeout = 30)
+{
+	struct r2cc_log_limit lim = { 0 };
+	uint64_t held = 99;
+	int i, passed = 0;
+
+	r2cc_log_set_level(R2CC_LOG_INFO);
+	for (i = 0; i < 3 * R2CC_LOG_BURST; i++)
+		passed += r2cc_log_limit_pass(&lim, &held);
+	/* (a window may have turned during the loop: at most two bursts) */
+	cr_assert(passed >= R2CC_LOG_BURST && passed <= 2 * R2CC_LOG_BURST,
+		  "%d of %d let through", passed, 3 * R2CC_LOG_BURST);
+	cr_assert_eq(held, 0, "the first window held nothing back before");
+	/* the next window: its first line says what was held back */
+	atomic_store(&lim.window, 0);
+	cr_assert(r2cc_log_limit_pass(&lim, &held));
+	cr_assert_eq(held, (uint64_t)(3 * R2CC_LOG_BURST - passed));
+	/* at debug level, every line goes */
+	r2cc_log_set_level(R2CC_LOG_DEBUG);
+	for (i = 0; i < 3 * R2CC_LOG_BURST; i++)
+		cr_assert(r2cc_log_limit_pass(&lim, &held));
+	r2cc_log_set_level(R2CC_LOG_WARN);
+}

@@ -144,7 +144,7 @@ t stats 0 $ctl -j stats &&
 		and .[0].ctrl_messages_in == 701' \
 		"$out" > /dev/null || { echo "FAIL stats: $(cat "$out")"; fail=1; }
 t stats-text 0 $ctl stats pid "$wpid" &&
-	has "$out" "qps 3 (none 1 binding 0 ready 1 migrated 1 failed 0) protected 2 (unprotected_not_rc 1) overflow 0 refused 3 (peer_keys 2) (resolves 1) posted 1007 recv 11 completions 72 errors 2 bytes 65536700 bytes_recv 300 failovers 1 replayed 5 replayed_bytes 4096 ctrl_frames_out 2 ctrl_messages_out 700 ctrl_bytes_out 22500 ctrl_frames_in 3 ctrl_messages_in 701 ctrl_bytes_in 22600$"
+	has "$out" "qps 3 (none 1 binding 0 ready 1 migrated 1 failed 0) protected 2 (unprotected_not_rc 1) overflow 0 refused 3 (peer_keys 2) (resolves 1) posted 1007 recv 11 completions 72 errors 2 bytes 65536700 bytes_recv 300 failovers 1 replayed 5 replayed_bytes 4096 ctrl_frames_out 2 ctrl_messages_out 700 ctrl_bytes_out 22500 ctrl_frames_in 3 ctrl_messages_in 701 ctrl_bytes_in 22600 ctrl_frames_refused 0 ctrl_messages_dropped 0$"
 t stats-show 0 $ctl stats show pid "$wpid" && has "$out" "^pid $wpid "
 t stats-otherpid 4 $ctl stats pid 1
 t stats-badpid 1 $ctl stats pid x && has "$err" "usage: r2cc-ctl stats"
