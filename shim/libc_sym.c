@@ -2,11 +2,13 @@
 /*
  * libc_sym.c - finds a symbol in the loaded libc by reading its dynamic
  * symbol table (GNU hash) directly. The shim exports dlsym and dlvsym, so
- * it cannot ask them; this needs nothing but dl_iterate_phdr.
+ * it cannot ask them; this needs nothing but dl_iterate_phdr. A sanitizer
+ * runtime preloaded before the shim asks the shim's dlsym for libc's
+ * functions while it sets itself up, when its own string functions do not
+ * work yet: so no libc string function here, and no ASan instrumentation.
  */
 #include <elf.h>
 #include <link.h>
-#include <string.h>
 
 #include "shim_int.h"
 
@@ -15,7 +17,16 @@ struct want {
 	void *addr;
 };
 
-static uint32_t gnu_hash(const char *s)
+/* strcmp(@a, @b) == 0, and for @n bytes at most (n < 0: all) */
+R2CC_NO_ASAN static bool same(const char *a, const char *b, long n)
+{
+	for (; n && *a == *b; a++, b++, n--)
+		if (!*a)
+			return true;
+	return !n;
+}
+
+R2CC_NO_ASAN static uint32_t gnu_hash(const char *s)
 {
 	uint32_t h = 5381;
 
@@ -25,14 +36,15 @@ static uint32_t gnu_hash(const char *s)
 }
 
 /* A dynamic-section pointer: ld.so has relocated it, unless it has not. */
-static uintptr_t dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) p)
+R2CC_NO_ASAN static uintptr_t dyn_ptr(const struct dl_phdr_info *info,
+				      ElfW(Addr) p)
 {
 	return p < info->dlpi_addr ? info->dlpi_addr + p : p;
 }
 
 /* Look @w->name up in one object's GNU hash table. */
-static void *lookup(const struct dl_phdr_info *info, const ElfW(Dyn) * dyn,
-		    const char *name)
+R2CC_NO_ASAN static void *lookup(const struct dl_phdr_info *info,
+				 const ElfW(Dyn) * dyn, const char *name)
 {
 	const ElfW(Sym) *symtab = NULL;
 	const uint32_t *gh = NULL, *buckets, *chain;
@@ -63,23 +75,24 @@ static void *lookup(const struct dl_phdr_info *info, const ElfW(Dyn) * dyn,
 		const ElfW(Sym) *s = &symtab[i];
 
 		if ((ch | 1) == (h | 1) && s->st_shndx != SHN_UNDEF &&
-		    !strcmp(strtab + s->st_name, name))
+		    same(strtab + s->st_name, name, -1))
 			return (void *)(info->dlpi_addr + s->st_value);
 		if (ch & 1)
 			return NULL;
 	}
 }
 
-static int visit(struct dl_phdr_info *info, size_t size, void *arg)
+R2CC_NO_ASAN static int visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct want *w = arg;
-	const char *base;
+	const char *p, *base = info->dlpi_name;
 	int i;
 
 	(void)size;
-	base = strrchr(info->dlpi_name, '/');
-	base = base ? base + 1 : info->dlpi_name;
-	if (strncmp(base, "libc.so.", 8))
+	for (p = base; *p; p++)
+		if (*p == '/')
+			base = p + 1;
+	if (!same(base, "libc.so.", 8))
 		return 0;
 	for (i = 0; i < info->dlpi_phnum; i++) {
 		if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
@@ -98,7 +111,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
  * @name: e.g. "dlsym"
  * Return: the address, or NULL if libc or the symbol was not found.
  */
-void *r2cc_libc_sym(const char *name)
+R2CC_NO_ASAN void *r2cc_libc_sym(const char *name)
 {
 	struct want w = { name, NULL };
 

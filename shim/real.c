@@ -17,11 +17,14 @@ typedef void *(*r2cc_dlvsym_fn)(void *, const char *, const char *);
 
 struct r2cc_real r2cc_real;
 
-/* libc's own, found once under dl_once. */
+/* libc's own, found once under dl_once; libibverbs's handle, as
+ * dlopen() names it, under ibv_once (later: a sanitizer runtime asks
+ * for libc's functions through our dlsym before it can take a dlopen) */
 static r2cc_dlsym_fn real_dlsym;
 static r2cc_dlvsym_fn real_dlvsym;
-static void *ibv_handle; /* libibverbs, as dlopen() names it */
+static void *ibv_handle;
 static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
+static pthread_once_t ibv_once = PTHREAD_ONCE_INIT;
 
 /* Our exported hooks, for dlsym/dlvsym on a libibverbs handle. */
 static const struct hook {
@@ -35,14 +38,16 @@ static const struct hook {
 #undef R2CC_HOOK
 };
 
-static void dl_init(void)
+R2CC_NO_ASAN static void dl_init(void)
 {
 	real_dlsym = (r2cc_dlsym_fn)r2cc_libc_sym("dlsym");
 	real_dlvsym = (r2cc_dlvsym_fn)r2cc_libc_sym("dlvsym");
-	if (!real_dlsym || !real_dlvsym) {
+	if (!real_dlsym || !real_dlvsym)
 		r2cc_err("cannot find libc's dlsym/dlvsym: they will fail");
-		return;
-	}
+}
+
+static void ibv_init(void)
+{
 	ibv_handle = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
 }
 
@@ -56,6 +61,7 @@ int r2cc_real_resolve(void)
 	int missing = 0;
 
 	pthread_once(&dl_once, dl_init);
+	pthread_once(&ibv_once, ibv_init);
 	if (!real_dlvsym || !ibv_handle)
 		return -ENOENT;
 #define R2CC_HOOK(ret, name, ver, contract, params, args)                    \
@@ -86,11 +92,15 @@ void *r2cc_real_sym(const char *soname, const char *name, const char *ver)
 }
 
 /* Our entry point for @name on the libibverbs handle @h, or NULL. */
-static void *hooked(void *h, const char *name, const char *ver)
+R2CC_NO_ASAN static void *hooked(void *h, const char *name, const char *ver)
 {
 	size_t i;
 
-	if (!ibv_handle || h != ibv_handle || !name)
+	/* (the pseudo-handles are never libibverbs's) */
+	if (!name || h == RTLD_NEXT || h == RTLD_DEFAULT)
+		return NULL;
+	pthread_once(&ibv_once, ibv_init);
+	if (!ibv_handle || h != ibv_handle)
 		return NULL;
 	for (i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
 		if (strcmp(hooks[i].name, name))
@@ -109,7 +119,7 @@ static void *hooked(void *h, const char *name, const char *ver)
  * RTLD_NEXT relative to its caller's return address, which a tail call
  * leaves as the program's own.
  */
-static void *hook_dlsym(void *h, const char *name)
+R2CC_NO_ASAN static void *hook_dlsym(void *h, const char *name)
 {
 	void *p;
 
@@ -124,7 +134,8 @@ static void *hook_dlsym(void *h, const char *name)
 	return real_dlsym(h, name);
 }
 
-static void *hook_dlvsym(void *h, const char *name, const char *ver)
+R2CC_NO_ASAN static void *hook_dlvsym(void *h, const char *name,
+				      const char *ver)
 {
 	void *p;
 

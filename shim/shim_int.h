@@ -24,6 +24,10 @@
 #include "wr_record.h"
 
 #define R2CC_EXPORT __attribute__((visibility("default")))
+/* Code a sanitizer runtime may reach before it has set itself up (its
+ * own dlsym(RTLD_NEXT) calls land in the shim's): no shadow memory
+ * touched (ASan), and it must call no function a runtime intercepts. */
+#define R2CC_NO_ASAN __attribute__((no_sanitize_address))
 #define R2CC_MAX_RAILS 16
 
 /* The real libibverbs entry points, resolved once by name and version. */
