@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: MIT
+# sanitize: the shim built with AddressSanitizer and UBSan (the test
+# command's ASan build, build-asan beside the build, or R2CC_SAN_BUILD)
+# inside the unmodified r2cc-gen, preloaded after the ASan runtime, with
+# every report fatal and leaks checked at exit: failover's moves under
+# it — carrier down on b, a black hole on a's egress, a flap on b, and
+# QPs on an SRQ with carrier down on b. Each case as in failover (every
+# byte verified, QPs moved, no error reaching the program), and no
+# sanitizer report on either node.
+# lab-timeout: 900
+
+. "$REPO/tests/lab/lib/fo.sh"
+
+SAN=${R2CC_SAN_BUILD:-$BUILD-asan}
+if [ ! -e "$SAN/shim/libr2cc-shim.so" ]; then
+	check fail san.build "no $SAN/shim/libr2cc-shim.so: build it with meson setup $SAN -Db_sanitize=address,undefined -Db_lundef=false (tests/check does)"
+	return 0
+fi
+# the ASan runtime the sanitized shim was linked against comes first
+ASAN_RT=$(ldd "$SAN/shim/libr2cc-shim.so" | awk '/libasan/ { print $3 }')
+if [ ! -e "$ASAN_RT" ]; then
+	check fail san.runtime "the shim in $SAN names no ASan runtime"
+	return 0
+fi
+SHIM="$ASAN_RT:$SAN/shim/libr2cc-shim.so"
+REP=$LAB/$NODE.san
+SUPP=$REPO/tests/lab/lsan.supp
+FO_ENV="ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:log_path=$REP.asan"
+FO_ENV="$FO_ENV LSAN_OPTIONS=suppressions=$SUPP"
+FO_ENV="$FO_ENV UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$REP.ubsan"
+
+gen_fo san.carrier b fault_carrier 0 down
+[ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
+barrier san.carrier.cleared 60
+
+gen_fo san.blackhole a fault_blackhole 0
+[ "$NODE" = a ] && fault_clear 0
+barrier san.blackhole.cleared 60
+
+gen_fo san.flap b fault_flap 0 "down 1 up 1 down 0"
+[ "$NODE" = b ] && { sleep 3; fault_clear 0; wait_port_active 0 30; }
+barrier san.flap.cleared 60
+
+GEN_X=--srq gen_fo san.srq b fault_carrier 0 down
+[ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
+barrier san.srq.cleared 60
+
+# ASan and UBSan write one file a process that reported (log_path.PID)
+reports=$(ls "$REP".asan.* "$REP".ubsan.* 2> /dev/null)
+if [ -z "$reports" ]; then
+	check pass san.reports "no ASan, LSan or UBSan report in 4 cases"
+else
+	check fail san.reports "$(for f in $reports; do basename "$f"; grep -m3 -E 'ERROR|runtime error|#[0-9] ' "$f"; done | cut -c1-160 | head -12 | tr '\n' ' ')"
+fi
