@@ -25,11 +25,28 @@
 
 struct chan_state cs = { .lock = PTHREAD_MUTEX_INITIALIZER,
 			 .out_lock = PTHREAD_MUTEX_INITIALIZER,
+			 .wake_lock = PTHREAD_MUTEX_INITIALIZER,
 			 .wake_fd = -1,
 			 .rdv_fd = -1,
 			 .direct_fd = -1 };
 
 static void tell_lost(void);
+
+/* The wake-up eventfd made (0 or -errno), or closed: under wake_lock, a
+ * thread still sending after the stop writes to no other descriptor. */
+static int wake_open(bool open)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&cs.wake_lock);
+	if (cs.wake_fd >= 0)
+		close(cs.wake_fd);
+	cs.wake_fd = open ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
+	if (open && cs.wake_fd < 0)
+		ret = -errno;
+	pthread_mutex_unlock(&cs.wake_lock);
+	return ret;
+}
 
 static int rail_of_if(const char *name)
 {
@@ -599,11 +616,9 @@ int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
 	ret = -EIO;
 	if (!cs.key.self)
 		goto fail;
-	cs.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (cs.wake_fd < 0) {
-		ret = -errno;
+	ret = wake_open(true);
+	if (ret)
 		goto fail;
-	}
 	cs.rdv_fd = listen_on(cfg->port, true, &cs.rdv_port);
 	if (cs.rdv_fd < 0) {
 		ret = cs.rdv_fd;
@@ -631,9 +646,8 @@ fail:
 		close(cs.rdv_fd);
 	if (cs.direct_fd >= 0)
 		close(cs.direct_fd);
-	if (cs.wake_fd >= 0)
-		close(cs.wake_fd);
-	cs.rdv_fd = cs.direct_fd = cs.wake_fd = -1;
+	wake_open(false);
+	cs.rdv_fd = cs.direct_fd = -1;
 	r2cc_ctrl_key_wipe(&cs.key);
 	pthread_mutex_unlock(&cs.lock);
 	return ret;
@@ -686,8 +700,8 @@ void r2cc_chan_stop(void)
 	cs.nwatch = 0; /* the fds stay their owners' */
 	close(cs.rdv_fd);
 	close(cs.direct_fd);
-	close(cs.wake_fd);
-	cs.rdv_fd = cs.direct_fd = cs.wake_fd = -1;
+	wake_open(false);
+	cs.rdv_fd = cs.direct_fd = -1;
 	r2cc_ctrl_key_wipe(&cs.key);
 	pthread_mutex_unlock(&cs.lock);
 }

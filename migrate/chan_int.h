@@ -112,6 +112,9 @@ struct chan_state {
 	bool running;
 	pid_t pid;
 	pthread_t thread;
+	/* wake_fd made, written by any thread (chan_wake()) and closed
+	 * under wake_lock, never held while taking another lock */
+	pthread_mutex_t wake_lock;
 	int wake_fd, rdv_fd, direct_fd;
 	uint16_t rdv_port, direct_port;
 	struct r2cc_ctrl_key key;
@@ -172,8 +175,12 @@ static inline uint64_t chan_now_ns(void)
 static inline void chan_wake(void)
 {
 	uint64_t one = 1;
-	ssize_t n = write(cs.wake_fd, &one, sizeof(one));
+	ssize_t n = 0;
 
+	pthread_mutex_lock(&cs.wake_lock);
+	if (cs.wake_fd >= 0)
+		n = write(cs.wake_fd, &one, sizeof(one));
+	pthread_mutex_unlock(&cs.wake_lock);
 	(void)n; /* a full counter wakes the thread anyway */
 }
 
