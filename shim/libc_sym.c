@@ -2,23 +2,19 @@
 /*
  * libc_sym.c - finds a symbol in the loaded libc by reading its dynamic
  * symbol table (GNU hash) directly. The shim exports dlsym and dlvsym, so
- * it cannot ask them; this needs nothing but dl_iterate_phdr. A sanitizer
- * runtime preloaded before the shim asks the shim's dlsym for libc's
- * functions while it sets itself up, when its own string functions do not
- * work yet: so no libc string function here, and no ASan instrumentation.
+ * it cannot ask them. A sanitizer runtime loaded before the shim asks the
+ * shim's dlsym for libc's functions while it sets itself up, when the
+ * functions it intercepts (the string functions, dl_iterate_phdr) do not
+ * work yet: so the objects are found on the dynamic linker's own list
+ * (_r_debug), no function is called, and nothing here is instrumented.
  */
 #include <elf.h>
 #include <link.h>
 
 #include "shim_int.h"
 
-struct want {
-	const char *name;
-	void *addr;
-};
-
 /* strcmp(@a, @b) == 0, and for @n bytes at most (n < 0: all) */
-R2CC_NO_ASAN static bool same(const char *a, const char *b, long n)
+R2CC_NO_SANITIZE static bool same(const char *a, const char *b, long n)
 {
 	for (; n && *a == *b; a++, b++, n--)
 		if (!*a)
@@ -26,7 +22,7 @@ R2CC_NO_ASAN static bool same(const char *a, const char *b, long n)
 	return !n;
 }
 
-R2CC_NO_ASAN static uint32_t gnu_hash(const char *s)
+R2CC_NO_SANITIZE static uint32_t gnu_hash(const char *s)
 {
 	uint32_t h = 5381;
 
@@ -36,15 +32,14 @@ R2CC_NO_ASAN static uint32_t gnu_hash(const char *s)
 }
 
 /* A dynamic-section pointer: ld.so has relocated it, unless it has not. */
-R2CC_NO_ASAN static uintptr_t dyn_ptr(const struct dl_phdr_info *info,
-				      ElfW(Addr) p)
+R2CC_NO_SANITIZE static uintptr_t dyn_ptr(ElfW(Addr) base, ElfW(Addr) p)
 {
-	return p < info->dlpi_addr ? info->dlpi_addr + p : p;
+	return p < base ? base + p : p;
 }
 
-/* Look @w->name up in one object's GNU hash table. */
-R2CC_NO_ASAN static void *lookup(const struct dl_phdr_info *info,
-				 const ElfW(Dyn) * dyn, const char *name)
+/* Look @name up in the GNU hash table of the object at @base. */
+R2CC_NO_SANITIZE static void *lookup(ElfW(Addr) base, const ElfW(Dyn) * dyn,
+				     const char *name)
 {
 	const ElfW(Sym) *symtab = NULL;
 	const uint32_t *gh = NULL, *buckets, *chain;
@@ -53,11 +48,11 @@ R2CC_NO_ASAN static void *lookup(const struct dl_phdr_info *info,
 
 	for (; dyn->d_tag != DT_NULL; dyn++) {
 		if (dyn->d_tag == DT_SYMTAB)
-			symtab = (const void *)dyn_ptr(info, dyn->d_un.d_ptr);
+			symtab = (const void *)dyn_ptr(base, dyn->d_un.d_ptr);
 		else if (dyn->d_tag == DT_STRTAB)
-			strtab = (const void *)dyn_ptr(info, dyn->d_un.d_ptr);
+			strtab = (const void *)dyn_ptr(base, dyn->d_un.d_ptr);
 		else if (dyn->d_tag == DT_GNU_HASH)
-			gh = (const void *)dyn_ptr(info, dyn->d_un.d_ptr);
+			gh = (const void *)dyn_ptr(base, dyn->d_un.d_ptr);
 	}
 	if (!symtab || !strtab || !gh || !gh[0])
 		return NULL;
@@ -76,34 +71,21 @@ R2CC_NO_ASAN static void *lookup(const struct dl_phdr_info *info,
 
 		if ((ch | 1) == (h | 1) && s->st_shndx != SHN_UNDEF &&
 		    same(strtab + s->st_name, name, -1))
-			return (void *)(info->dlpi_addr + s->st_value);
+			return (void *)(base + s->st_value);
 		if (ch & 1)
 			return NULL;
 	}
 }
 
-R2CC_NO_ASAN static int visit(struct dl_phdr_info *info, size_t size, void *arg)
+/* @l is libc (its file named libc.so.N) */
+R2CC_NO_SANITIZE static bool is_libc(const struct link_map *l)
 {
-	struct want *w = arg;
-	const char *p, *base = info->dlpi_name;
-	int i;
+	const char *p, *base = l->l_name ? l->l_name : "";
 
-	(void)size;
 	for (p = base; *p; p++)
 		if (*p == '/')
 			base = p + 1;
-	if (!same(base, "libc.so.", 8))
-		return 0;
-	for (i = 0; i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
-			continue;
-		w->addr = lookup(info,
-				 (const void *)(info->dlpi_addr +
-						info->dlpi_phdr[i].p_vaddr),
-				 w->name);
-		return 1;
-	}
-	return 0;
+	return same(base, "libc.so.", 8);
 }
 
 /**
@@ -111,10 +93,12 @@ R2CC_NO_ASAN static int visit(struct dl_phdr_info *info, size_t size, void *arg)
  * @name: e.g. "dlsym"
  * Return: the address, or NULL if libc or the symbol was not found.
  */
-R2CC_NO_ASAN void *r2cc_libc_sym(const char *name)
+R2CC_NO_SANITIZE void *r2cc_libc_sym(const char *name)
 {
-	struct want w = { name, NULL };
+	const struct link_map *l;
 
-	dl_iterate_phdr(visit, &w);
-	return w.addr;
+	for (l = _r_debug.r_map; l; l = l->l_next)
+		if (is_libc(l) && l->l_ld)
+			return lookup(l->l_addr, l->l_ld, name);
+	return NULL;
 }

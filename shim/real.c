@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "shim_int.h"
@@ -17,13 +18,13 @@ typedef void *(*r2cc_dlvsym_fn)(void *, const char *, const char *);
 
 struct r2cc_real r2cc_real;
 
-/* libc's own, found once under dl_once; libibverbs's handle, as
- * dlopen() names it, under ibv_once (later: a sanitizer runtime asks
- * for libc's functions through our dlsym before it can take a dlopen) */
-static r2cc_dlsym_fn real_dlsym;
-static r2cc_dlvsym_fn real_dlvsym;
+/* libc's own, found at the first need (dl_find(): by any thread, the
+ * same answer each time, so no lock: a sanitizer runtime asks for libc's
+ * functions through our dlsym before its pthread_once works);
+ * libibverbs's handle, as dlopen() names it, under ibv_once */
+static _Atomic(r2cc_dlsym_fn) real_dlsym;
+static _Atomic(r2cc_dlvsym_fn) real_dlvsym;
 static void *ibv_handle;
-static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
 static pthread_once_t ibv_once = PTHREAD_ONCE_INIT;
 
 /* Our exported hooks, for dlsym/dlvsym on a libibverbs handle. */
@@ -38,12 +39,19 @@ static const struct hook {
 #undef R2CC_HOOK
 };
 
-R2CC_NO_ASAN static void dl_init(void)
+/* libc's dlsym and dlvsym found: false if either is not */
+R2CC_NO_SANITIZE static bool dl_find(void)
 {
-	real_dlsym = (r2cc_dlsym_fn)r2cc_libc_sym("dlsym");
-	real_dlvsym = (r2cc_dlvsym_fn)r2cc_libc_sym("dlvsym");
-	if (!real_dlsym || !real_dlvsym)
-		r2cc_err("cannot find libc's dlsym/dlvsym: they will fail");
+	if (!atomic_load_explicit(&real_dlsym, memory_order_acquire)) {
+		atomic_store_explicit(&real_dlvsym,
+				      (r2cc_dlvsym_fn)r2cc_libc_sym("dlvsym"),
+				      memory_order_relaxed);
+		atomic_store_explicit(&real_dlsym,
+				      (r2cc_dlsym_fn)r2cc_libc_sym("dlsym"),
+				      memory_order_release);
+	}
+	return atomic_load_explicit(&real_dlsym, memory_order_acquire) &&
+	       atomic_load_explicit(&real_dlvsym, memory_order_relaxed);
 }
 
 static void ibv_init(void)
@@ -60,9 +68,12 @@ int r2cc_real_resolve(void)
 {
 	int missing = 0;
 
-	pthread_once(&dl_once, dl_init);
+	if (!dl_find()) {
+		r2cc_err("cannot find libc's dlsym/dlvsym: they will fail");
+		return -ENOENT;
+	}
 	pthread_once(&ibv_once, ibv_init);
-	if (!real_dlvsym || !ibv_handle)
+	if (!ibv_handle)
 		return -ENOENT;
 #define R2CC_HOOK(ret, name, ver, contract, params, args)                    \
 	r2cc_real.name = (ret(*) params)real_dlvsym(ibv_handle, #name, ver); \
@@ -84,15 +95,14 @@ void *r2cc_real_sym(const char *soname, const char *name, const char *ver)
 {
 	void *h;
 
-	pthread_once(&dl_once, dl_init);
-	if (!real_dlvsym)
+	if (!dl_find())
 		return NULL;
 	h = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
 	return h ? real_dlvsym(h, name, ver) : NULL;
 }
 
 /* Our entry point for @name on the libibverbs handle @h, or NULL. */
-R2CC_NO_ASAN static void *hooked(void *h, const char *name, const char *ver)
+R2CC_NO_SANITIZE static void *hooked(void *h, const char *name, const char *ver)
 {
 	size_t i;
 
@@ -119,12 +129,11 @@ R2CC_NO_ASAN static void *hooked(void *h, const char *name, const char *ver)
  * RTLD_NEXT relative to its caller's return address, which a tail call
  * leaves as the program's own.
  */
-R2CC_NO_ASAN static void *hook_dlsym(void *h, const char *name)
+R2CC_NO_SANITIZE static void *hook_dlsym(void *h, const char *name)
 {
 	void *p;
 
-	pthread_once(&dl_once, dl_init);
-	if (!real_dlsym) {
+	if (!dl_find()) {
 		errno = ENOSYS;
 		return NULL;
 	}
@@ -134,13 +143,12 @@ R2CC_NO_ASAN static void *hook_dlsym(void *h, const char *name)
 	return real_dlsym(h, name);
 }
 
-R2CC_NO_ASAN static void *hook_dlvsym(void *h, const char *name,
-				      const char *ver)
+R2CC_NO_SANITIZE static void *hook_dlvsym(void *h, const char *name,
+					  const char *ver)
 {
 	void *p;
 
-	pthread_once(&dl_once, dl_init);
-	if (!real_dlvsym) {
+	if (!dl_find()) {
 		errno = ENOSYS;
 		return NULL;
 	}

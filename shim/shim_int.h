@@ -26,8 +26,10 @@
 #define R2CC_EXPORT __attribute__((visibility("default")))
 /* Code a sanitizer runtime may reach before it has set itself up (its
  * own dlsym(RTLD_NEXT) calls land in the shim's): no shadow memory
- * touched (ASan), and it must call no function a runtime intercepts. */
-#define R2CC_NO_ASAN __attribute__((no_sanitize_address))
+ * touched (ASan), no TSan hooks, and it must call no function a runtime
+ * intercepts. */
+#define R2CC_NO_SANITIZE \
+	__attribute__((no_sanitize_address, no_sanitize_thread))
 #define R2CC_MAX_RAILS 16
 
 /* The real libibverbs entry points, resolved once by name and version. */
