@@ -5,6 +5,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +243,9 @@ static int f_mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr **out)
 
 bool fo_capture;
 struct r2cc_ctrl_msg fo_sent[FO_SENT];
-int fo_nsent;
+_Atomic int fo_nsent;
+/* fo_sent's writers: the test and the inbox thread's ticks */
+static pthread_mutex_t fo_sent_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int __real_r2cc_chan_send(uint64_t peer, const struct r2cc_ctrl_msg *m);
 int __wrap_r2cc_chan_send(uint64_t peer, const struct r2cc_ctrl_msg *m);
@@ -254,11 +257,14 @@ int __wrap_r2cc_chan_send(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	if (!fo_capture)
 		return __real_r2cc_chan_send(peer, m);
 	cr_expect_eq(peer, PEER);
-	fo_sent[fo_nsent++ % FO_SENT] = *m;
+	pthread_mutex_lock(&fo_sent_lock);
+	fo_sent[fo_nsent % FO_SENT] = *m;
+	fo_nsent++;
+	pthread_mutex_unlock(&fo_sent_lock);
 	return 0;
 }
 
-uint64_t fo_heard_ns;
+_Atomic uint64_t fo_heard_ns;
 uint64_t __real_r2cc_chan_heard_ns(uint64_t peer);
 uint64_t __wrap_r2cc_chan_heard_ns(uint64_t peer);
 
@@ -268,7 +274,7 @@ uint64_t __wrap_r2cc_chan_heard_ns(uint64_t peer)
 	return fo_heard_ns ? fo_heard_ns : __real_r2cc_chan_heard_ns(peer);
 }
 
-uint64_t fo_answered_ns;
+_Atomic uint64_t fo_answered_ns;
 uint64_t __wrap_r2cc_chan_answered_ns(uint64_t peer);
 
 /* Linked with --wrap=r2cc_chan_answered_ns: the peer's last answer to a
@@ -483,12 +489,16 @@ void fo_rails(void)
 
 const struct r2cc_ctrl_msg *fo_last(uint8_t type)
 {
-	int i;
+	const struct r2cc_ctrl_msg *m = NULL;
+	int i, n;
 
-	for (i = fo_nsent - 1; i >= 0 && i >= fo_nsent - FO_SENT; i--)
+	pthread_mutex_lock(&fo_sent_lock);
+	n = fo_nsent;
+	for (i = n - 1; !m && i >= 0 && i >= n - FO_SENT; i--)
 		if (fo_sent[i % FO_SENT].hdr.type == type)
-			return &fo_sent[i % FO_SENT];
-	return NULL;
+			m = &fo_sent[i % FO_SENT];
+	pthread_mutex_unlock(&fo_sent_lock);
+	return m;
 }
 
 void fo_peer_fb(uint8_t phase, uint8_t flags, uint32_t psn)

@@ -9,6 +9,7 @@
 #ifndef R2CC_TEST_FO_FIXTURE_H
 #define R2CC_TEST_FO_FIXTURE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -32,7 +33,7 @@ struct fake_qp {
 	uint32_t last_rkey; /* of the last RDMA WR posted */
 	uint8_t timeout, retry_cnt, rnr_retry; /* as the last modify set */
 	int nmodify; /* modify_qp calls that succeeded */
-	bool draining; /* in SQD: its send queue not drained yet */
+	_Atomic bool draining; /* in SQD: its send queue not drained yet */
 	bool no_sqd; /* a provider that takes no QP to SQD */
 };
 
@@ -64,11 +65,11 @@ extern int fo_standby;
 extern bool fo_capture;
 /* What the channel says of when it last heard from a peer: this, unless
  * 0 (then the channel's own answer) */
-extern uint64_t fo_heard_ns;
+extern _Atomic uint64_t fo_heard_ns;
 /* When the peer last answered a move of ours, as the channel says: this */
-extern uint64_t fo_answered_ns;
+extern _Atomic uint64_t fo_answered_ns;
 extern struct r2cc_ctrl_msg fo_sent[FO_SENT];
-extern int fo_nsent;
+extern _Atomic int fo_nsent; /* (the inbox thread's ticks send too) */
 /* MRs the program's PD has (the shim's mr_keys), 0 unless a test sets
  * it: MR i's R_Key and its shadow's on @rail */
 extern int fo_nmrs;

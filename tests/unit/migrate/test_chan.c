@@ -61,23 +61,28 @@ Test(chan, a_peers_frames_and_messages_are_counted)
 	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
 	struct r2cc_chan_peer_stats a, b;
 	struct r2cc_ctrl_msg m;
+	uint64_t peer;
 	int i;
 
 	start();
 	cr_assert_eq(r2cc_chan_resolve(&q, 42), 0);
 	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
-	cr_assert_eq(r2cc_chan_peer_stats(got_peer, &a), 0);
+	/* (on_msg writes got_peer again as the frames arrive) */
+	pthread_mutex_lock(&lock);
+	peer = got_peer;
+	pthread_mutex_unlock(&lock);
+	cr_assert_eq(r2cc_chan_peer_stats(peer, &a), 0);
 	cr_assert(a.open);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_KEEPALIVE;
 	for (i = 0; i < 3; i++)
-		cr_assert_eq(r2cc_chan_send(got_peer, &m), 0);
+		cr_assert_eq(r2cc_chan_send(peer, &m), 0);
 	r2cc_chan_hold();
 	for (i = 0; i < 2; i++)
-		cr_assert_eq(r2cc_chan_send(got_peer, &m), 0);
+		cr_assert_eq(r2cc_chan_send(peer, &m), 0);
 	r2cc_chan_flush();
 	cr_assert(wait_for(&msgs, 5), "frames not delivered");
-	cr_assert_eq(r2cc_chan_peer_stats(got_peer, &b), 0);
+	cr_assert_eq(r2cc_chan_peer_stats(peer, &b), 0);
 	/* (itself: what went out came in; the channel thread may gather
 	 * messages queued together into one frame) */
 	cr_assert_eq(b.msgs_out - a.msgs_out, 5);
@@ -89,9 +94,9 @@ Test(chan, a_peers_frames_and_messages_are_counted)
 	cr_assert_neq(b.heard_ns, 0);
 	cr_assert_eq(b.queued, 0);
 	cr_assert_eq(r2cc_chan_peer_stats(0x1234567890abcdefULL, &b), -ENOENT);
-	r2cc_chan_peer_say(got_peer, "a test");
+	r2cc_chan_peer_say(peer, "a test");
 	r2cc_chan_stop();
-	cr_assert_eq(r2cc_chan_peer_stats(got_peer, &b), -ENOENT);
+	cr_assert_eq(r2cc_chan_peer_stats(peer, &b), -ENOENT);
 }
 
 Test(chan, unknown_qp_resolves_to_nobody)

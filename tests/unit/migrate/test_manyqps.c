@@ -294,9 +294,10 @@ static void make_free(int n, uint32_t base)
 	}
 }
 
-/* mallinfo2() does not see ASan's heap: under it the frees still run (a
- * use after free or a double free shows), the sizes are not checked */
-#ifdef __SANITIZE_ADDRESS__
+/* mallinfo2() does not see ASan's or TSan's heap: under them the frees
+ * still run (a use after free or a double free shows), the sizes are not
+ * checked */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define HEAP_SEEN false
 #else
 #define HEAP_SEEN true

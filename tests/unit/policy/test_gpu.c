@@ -34,7 +34,7 @@ static struct {
 
 static int fake_attr(void *data, int attr, unsigned long long ptr)
 {
-	sc.last_ptr = ptr;
+	__atomic_store_n(&sc.last_ptr, ptr, __ATOMIC_RELAXED);
 	if (attr == 2) { /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */
 		__atomic_add_fetch(&sc.type_calls, 1, __ATOMIC_RELAXED);
 		if (!sc.type_rc)
@@ -54,7 +54,7 @@ static int fake_attr(void *data, int attr, unsigned long long ptr)
 static int fake_busid(char *buf, int len, int dev)
 {
 	__atomic_add_fetch(&sc.bus_calls, 1, __ATOMIC_RELAXED);
-	sc.bus_dev = dev;
+	__atomic_store_n(&sc.bus_dev, dev, __ATOMIC_RELAXED);
 	if (!sc.bus_rc)
 		snprintf(buf, (size_t)len, "%s", sc.busid);
 	return sc.bus_rc;

@@ -5,6 +5,7 @@
  * serving a registered fd and stopping within its bound.
  */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <linux/if.h>
 #include <linux/netlink.h>
@@ -121,7 +122,8 @@ Test(health, reports_change_state_once, .timeout = 10)
 	r2cc_health_stop();
 }
 
-static int pipe_fd[2], ready_calls;
+static int pipe_fd[2];
+static _Atomic int ready_calls; /* (the monitor thread's) */
 
 static void on_ready(int fd, void *arg)
 {
