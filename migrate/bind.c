@@ -455,6 +455,11 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 {
 	bool ok, adopt = false;
 
+	if (mq->peer && mq->peer != peer) {
+		/* another process: this QP is bound to its peer alone */
+		r2cc_mig_unknown("bind", peer, b->local.qpn);
+		return;
+	}
 	if (mq->state != R2CC_PROT_BINDING &&
 	    !(adopt = bound_again(mq, peer, b))) {
 		answer_again(mq, peer, b);
@@ -467,8 +472,6 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 	}
 	if (!mq->peer)
 		mq->peer = peer;
-	if (mq->peer != peer)
-		return; /* a bind from another process: not this QP's peer */
 	r2cc_mig_node_seen(mq->dest_gid, R2CC_NODE_R2CC);
 	ok = agree_rail(mq, b, adopt);
 	if (ok) {

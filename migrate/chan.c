@@ -578,6 +578,7 @@ static void after_fork_child(void)
 	 * the lock may have been held by a parent thread at fork. */
 	pthread_mutex_init(&cs.lock, NULL);
 	pthread_mutex_init(&cs.out_lock, NULL);
+	pthread_mutex_init(&cs.wake_lock, NULL);
 	cs.running = false;
 }
 

@@ -68,7 +68,10 @@ static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	case R2CC_CTRL_FAILBACK:
 		r2cc_mig_got_failback(peer, m);
 		break;
+	case R2CC_CTRL_KEEPALIVE:
+		break; /* (the channel noted that the peer lives) */
 	default:
+		r2cc_status_ctrl_add(R2CC_CTRL_MSGS_DROPPED, 1);
 		r2cc_dbg("control message %u not handled yet", m->hdr.type);
 	}
 	pthread_mutex_unlock(&ps.lock);

@@ -149,10 +149,12 @@ enum r2cc_ctrl_count {
 	R2CC_CTRL_FRAMES_IN,
 	R2CC_CTRL_MSGS_IN,
 	R2CC_CTRL_BYTES_IN,
-	/* Frames that failed their check (malformed, another job's, a bad
-	 * MAC, another receiver's): their connection closed */
+	/* Frames refused, their connection closed: malformed, another
+	 * job's, a bad MAC, another receiver's, an answer to no lookup, a
+	 * sender past the peers' budget */
 	R2CC_CTRL_FRAMES_REFUSED,
-	/* Peers' messages about QPs this process has none with them */
+	/* Peers' messages about QPs this process does not share with them,
+	 * and messages it does not act on */
 	R2CC_CTRL_MSGS_DROPPED,
 	R2CC_CTRL_CNT_N
 };
