@@ -6,7 +6,7 @@
  * shim's dlsym for libc's functions while it sets itself up, when the
  * functions it intercepts (the string functions, dl_iterate_phdr) do not
  * work yet: so the objects are found on the dynamic linker's own list
- * (_r_debug), no function is called, and nothing here is instrumented.
+ * (_r_debug), no function is called, and no sanitizer instruments it.
  */
 #include <elf.h>
 #include <link.h>

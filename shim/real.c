@@ -106,7 +106,9 @@ R2CC_NO_SANITIZE static void *hooked(void *h, const char *name, const char *ver)
 {
 	size_t i;
 
-	/* (the pseudo-handles are never libibverbs's) */
+	/* The pseudo-handles are never libibverbs's, and the only ones a
+	 * sanitizer runtime uses while it sets itself up: past here
+	 * pthread_once and strcmp are safe to call. */
 	if (!name || h == RTLD_NEXT || h == RTLD_DEFAULT)
 		return NULL;
 	pthread_once(&ibv_once, ibv_init);
