@@ -489,14 +489,22 @@ void fo_rails(void)
 
 const struct r2cc_ctrl_msg *fo_last(uint8_t type)
 {
-	const struct r2cc_ctrl_msg *m = NULL;
+	/* a copy (the inbox thread's ticks may send meanwhile), a few
+	 * kept so that a test may hold more than one */
+	static struct r2cc_ctrl_msg copy[4];
+	static unsigned int next;
+	struct r2cc_ctrl_msg *m = NULL;
 	int i, n;
 
 	pthread_mutex_lock(&fo_sent_lock);
 	n = fo_nsent;
-	for (i = n - 1; !m && i >= 0 && i >= n - FO_SENT; i--)
-		if (fo_sent[i % FO_SENT].hdr.type == type)
-			m = &fo_sent[i % FO_SENT];
+	for (i = n - 1; i >= 0 && i >= n - FO_SENT; i--) {
+		if (fo_sent[i % FO_SENT].hdr.type != type)
+			continue;
+		m = &copy[next++ % 4];
+		*m = fo_sent[i % FO_SENT];
+		break;
+	}
 	pthread_mutex_unlock(&fo_sent_lock);
 	return m;
 }

@@ -9,6 +9,7 @@
  * default) or a crash fails it. Exit 0 when every test passed.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -20,7 +21,7 @@
 
 static struct r2cc_ut *tests;
 static struct r2cc_ut_suite *suites;
-static int failures;
+static _Atomic int failures; /* (checks may run on a test's threads) */
 
 void r2cc_ut_add(struct r2cc_ut *t)
 {
