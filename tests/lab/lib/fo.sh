@@ -5,7 +5,8 @@
 # programs across a kill of rail 0 (prog_fo) and an Open MPI job across
 # it (mpi_fo, after mpi.sh's mpi_setup).
 
-SHIM=$BUILD/shim/libr2cc-shim.so
+# (SAN_SHIM: the sanitize scenario's, with the ASan runtime before it)
+SHIM=${SAN_SHIM:-$BUILD/shim/libr2cc-shim.so}
 CTL=$BUILD/tools/r2cc-ctl
 SECRET=/tmp/r2cc.secret
 # Every node holds the same job secret, readable by its owner only.
