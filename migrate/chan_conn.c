@@ -471,12 +471,15 @@ static void got_batch(struct r2cc_ctrl_msg *m)
 static void refuse(int i, int rc)
 {
 	static struct r2cc_log_limit lim;
+	enum r2cc_log_say say;
 	uint64_t held;
 
 	r2cc_status_ctrl_add(R2CC_CTRL_FRAMES_REFUSED, 1);
-	if (r2cc_log_limit_pass(&lim, &held))
-		r2cc_warn("control frame dropped: %s (%llu more held back)",
-			  strerror(-rc), (unsigned long long)held);
+	say = r2cc_log_limit_pass(&lim, &held);
+	if (say != R2CC_LOG_HOLD)
+		r2cc_warn("control frame dropped: %s (%llu more held back%s)",
+			  strerror(-rc), (unsigned long long)held,
+			  r2cc_log_limit_tail(say));
 	chan_conn_close_why(i, "a frame failed its check");
 }
 

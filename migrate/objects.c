@@ -97,12 +97,14 @@ void r2cc_mig_unknown(const char *what, uint64_t peer, uint32_t dest_qpn)
 	static unsigned int told;
 	struct r2cc_mig_qp *mq;
 	unsigned int n = 0, same = 0;
+	enum r2cc_log_say say;
 	uint64_t held;
 	bool why;
 
 	r2cc_status_ctrl_add(R2CC_CTRL_MSGS_DROPPED, 1);
 	/* (a peer can send these at any rate) */
-	if (!r2cc_log_limit_pass(&lim, &held))
+	say = r2cc_log_limit_pass(&lim, &held);
+	if (say == R2CC_LOG_HOLD)
 		return;
 	/* Why, for the first few (a bug to find, or a peer confused), at
 	 * debug level after: a QP connected to that QPN with another peer,
@@ -111,9 +113,9 @@ void r2cc_mig_unknown(const char *what, uint64_t peer, uint32_t dest_qpn)
 	why = told < 8 || r2cc_log_get_level() >= R2CC_LOG_DEBUG;
 	told += told < 8;
 	r2cc_warn("%s for an unknown QP %#x from peer %016llx: dropped (%llu "
-		  "more held back)",
+		  "more held back%s)",
 		  what, dest_qpn, (unsigned long long)peer,
-		  (unsigned long long)held);
+		  (unsigned long long)held, r2cc_log_limit_tail(say));
 	for (mq = ps.qps; why && mq; mq = mq->next) {
 		if (mq->dest_qpn == dest_qpn && n++ < 4)
 			r2cc_warn("  QP %#x is connected to it: peer %016llx, "

@@ -150,25 +150,38 @@ enum r2cc_log_level r2cc_log_get_level(void)
 							 memory_order_relaxed);
 }
 
-bool r2cc_log_limit_pass(struct r2cc_log_limit *l, uint64_t *held)
+enum r2cc_log_say r2cc_log_limit_pass(struct r2cc_log_limit *l, uint64_t *held)
 {
 	struct timespec ts;
+	uint32_t n;
 	uint64_t w;
 
 	*held = 0;
 	if (r2cc_log_get_level() >= R2CC_LOG_DEBUG)
-		return true;
+		return R2CC_LOG_SAY;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	w = (uint64_t)ts.tv_sec / R2CC_LOG_WINDOW_S + 1;
 	if (atomic_exchange_explicit(&l->window, w, memory_order_relaxed) != w)
 		atomic_store_explicit(&l->n, 0, memory_order_relaxed);
-	if (atomic_fetch_add_explicit(&l->n, 1, memory_order_relaxed) >=
-	    R2CC_LOG_BURST) {
+	n = atomic_fetch_add_explicit(&l->n, 1, memory_order_relaxed);
+	if (n >= R2CC_LOG_BURST) {
 		atomic_fetch_add_explicit(&l->held, 1, memory_order_relaxed);
-		return false;
+		return R2CC_LOG_HOLD;
 	}
 	*held = atomic_exchange_explicit(&l->held, 0, memory_order_relaxed);
-	return true;
+	return n == R2CC_LOG_BURST - 1 ? R2CC_LOG_SAY_LAST : R2CC_LOG_SAY;
+}
+
+#define LIMIT_STR(x) #x
+#define LIMIT_XSTR(x) LIMIT_STR(x)
+#define LIMIT_WINDOW_STR LIMIT_XSTR(R2CC_LOG_WINDOW_S)
+
+const char *r2cc_log_limit_tail(enum r2cc_log_say say)
+{
+	if (say != R2CC_LOG_SAY_LAST)
+		return "";
+	return "; more of these held back for up to " LIMIT_WINDOW_STR
+	       " s, all counted in r2cc-ctl stats";
 }
 
 /* Makes the log descriptor refer to what @newfd refers to; closes @newfd. */

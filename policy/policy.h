@@ -92,9 +92,19 @@ struct r2cc_log_limit {
 	_Atomic uint32_t n; /* lines let through in it */
 	_Atomic uint64_t held; /* held back since the last let through */
 };
-/* True: say the line now (@held: the lines held back before it); false:
- * hold it back, counted. At debug level every line goes. */
-bool r2cc_log_limit_pass(struct r2cc_log_limit *l, uint64_t *held);
+/* Whether to say a limited line: hold it back (counted), say it, or say
+ * it as the window's last, after which its kind is held back until the
+ * next window (so a reader learns that before the window ends). */
+enum r2cc_log_say {
+	R2CC_LOG_HOLD = 0,
+	R2CC_LOG_SAY,
+	R2CC_LOG_SAY_LAST,
+};
+/* What to say now (@held: the lines held back before it). At debug
+ * level every line goes. */
+enum r2cc_log_say r2cc_log_limit_pass(struct r2cc_log_limit *l, uint64_t *held);
+/* The words a limited line ends with when @say is its window's last */
+const char *r2cc_log_limit_tail(enum r2cc_log_say say);
 
 /* Settings: indexes into the table in config.c. CONFIG is env-only. */
 enum r2cc_conf_key {

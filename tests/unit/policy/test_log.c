@@ -378,23 +378,33 @@ static uint64_t window(void)
 }
 
 /* A line a peer can make come at any rate: a burst, then held back and
- * counted until the next window, whose first line says how many. */
+ * counted until the next window, whose first line says how many; the
+ * burst's last line says that the rest will be held back. */
 Test(policy_log, a_limited_line_is_held_back_past_its_burst, .timeout = 30)
 {
 	struct r2cc_log_limit lim;
+	enum r2cc_log_say say;
 	uint64_t held, w0, w1;
-	int i, passed, tries = 0;
+	int i, last, passed, tries = 0;
 
 	r2cc_log_set_level(R2CC_LOG_INFO);
 	do { /* within one window (measured again if one turned) */
 		memset(&lim, 0, sizeof(lim));
 		passed = 0;
 		w0 = window();
-		for (i = 0; i < 3 * R2CC_LOG_BURST; i++)
-			passed += r2cc_log_limit_pass(&lim, &held);
+		last = -1;
+		for (i = 0; i < 3 * R2CC_LOG_BURST; i++) {
+			say = r2cc_log_limit_pass(&lim, &held);
+			passed += say != R2CC_LOG_HOLD;
+			if (say == R2CC_LOG_SAY_LAST)
+				last = i;
+		}
 		w1 = window();
 	} while (w0 != w1 && ++tries < 3);
 	cr_assert_eq(passed, R2CC_LOG_BURST, "a burst let through");
+	cr_assert_eq(last, R2CC_LOG_BURST - 1, "its last line says so");
+	cr_assert_str_neq(r2cc_log_limit_tail(R2CC_LOG_SAY_LAST), "");
+	cr_assert_str_eq(r2cc_log_limit_tail(R2CC_LOG_SAY), "");
 	cr_assert_eq(atomic_load(&lim.held), (uint64_t)(2 * R2CC_LOG_BURST),
 		     "the rest held back, counted");
 	/* the next window: its first line says what was held back */
