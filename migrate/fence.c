@@ -263,9 +263,16 @@ void r2cc_mig_stranded(struct r2cc_mig_qp *mq)
 {
 	if (mq->life != R2CC_LIFE_RUN || !mq->on_backup)
 		return;
-	r2cc_err("QP %#x: its backup's rail %d is down and its own (%d) too: "
-		 "no rail left, the program sees the native errors",
-		 mq->qpn, mq->backup_rail, mq->rail);
+	if (mq->srq)
+		r2cc_err("QP %#x: its backup's rail %d is down, and a QP on "
+			 "an SRQ does not move back to its own (%d): the "
+			 "program sees the native errors",
+			 mq->qpn, mq->backup_rail, mq->rail);
+	else
+		r2cc_err("QP %#x: its backup's rail %d is down and its own "
+			 "(%d) too: no rail left, the program sees the native "
+			 "errors",
+			 mq->qpn, mq->backup_rail, mq->rail);
 	r2cc_mig_stop_logging(mq);
 	if (mq->bqp && to_err(mq->bqp))
 		r2cc_warn("QP %#x: backup not moved to ERR", mq->qpn);
