@@ -243,21 +243,12 @@ cov_check() {
 	fi
 }
 
-# mpi_fo NAME MPIRUN_OPTS...: an Open MPI job (2 ranks, one per node,
-# tests/progs/mpi_pingpong, which checks every word of every message,
-# eager sizes and rendezvous, and must end with errors=0) under r2cc
-# across a pull of node b's rail-0 cable some seconds into the run; r2cc
-# must have protected the job's RC QPs and moved them, on both nodes.
-# With MPI_BASE=1, the same job and fault without r2cc: the job must die
-# or hang (bounded). MPI_PP_ARGS: more mpi_pingpong options (sizes, -a).
-# Debian's openib BTL cannot run on RoCE (its only connection manager,
-# udcm, is InfiniBand-only).
-mpi_fo() {
-	local name=$1 log=$LAB/$NODE.$1.log out=$LAB/a.$1.out
-	local net rc start dt line bound=300
-	shift
-	[ -n "${MPI_BASE:-}" ] && bound=110
-	# What each rank runs with, by host name (the node's own netdevs).
+# mpi_rank NAME LOG: what each rank of job NAME runs (node a writes
+# $LAB/NAME.rank, the program of mpi_setup): the environment of its node,
+# by host name (the node's own netdevs), r2cc's log in LOG, and r2cc
+# loaded unless MPI_BASE is set. Both nodes call it.
+mpi_rank() {
+	local name=$1 log=$2
 	cat > "$LAB/$name.env.node-$NODE" <<-EOT
 	export R2CC_LOG=info R2CC_LOG_FILE=$log
 	export R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)
@@ -270,6 +261,37 @@ mpi_fo() {
 			"$LAB/$name.env" "$(cat "$LAB/mpi.prog")" > "$LAB/$name.rank"
 		chmod +x "$LAB/$name.rank"
 	fi
+}
+
+# mpi_launch NAME BOUND OUT "PROG_ARGS" MPIRUN_OPTS...: from node a, job
+# NAME's 2 ranks (one a node, mpi_rank's) with PROG_ARGS, its output in
+# OUT, for at most BOUND seconds; its exit status.
+mpi_launch() {
+	local name=$1 bound=$2 out=$3 args=$4 net
+	shift 4
+	net=$(mgmt_ip a)
+	net=${net%.*}.0/24
+	log "$name: mpirun $* $args"
+	bounded "$bound" mpirun --allow-run-as-root -np 2 \
+		--host node-a:1,node-b:1 --mca oob_tcp_if_include "$net" \
+		-x PMIX_MCA_gds "$@" "$LAB/$name.rank" $args > "$out" 2>&1
+}
+
+# mpi_fo NAME MPIRUN_OPTS...: an Open MPI job (2 ranks, one per node,
+# tests/progs/mpi_pingpong, which checks every word of every message,
+# eager sizes and rendezvous, and must end with errors=0) under r2cc
+# across a pull of node b's rail-0 cable some seconds into the run; r2cc
+# must have protected the job's RC QPs and moved them, on both nodes.
+# With MPI_BASE=1, the same job and fault without r2cc: the job must die
+# or hang (bounded). MPI_PP_ARGS: more mpi_pingpong options (sizes, -a).
+# Debian's openib BTL cannot run on RoCE (its only connection manager,
+# udcm, is InfiniBand-only).
+mpi_fo() {
+	local name=$1 log=$LAB/$NODE.$1.log out=$LAB/a.$1.out
+	local rc start dt line bound=300
+	shift
+	[ -n "${MPI_BASE:-}" ] && bound=110
+	mpi_rank "$name" "$log"
 	rm -f "$LAB/$name.fault"
 	barrier "$name.start" 300 || return 0
 	[ -n "${MPI_BASE:-}" ] || cov_watch "$name" "$out" '^mpi_pingpong: progress'
@@ -279,14 +301,8 @@ mpi_fo() {
 	elif [ "$NODE" = b ]; then
 		cov_fault "$name" fault_carrier 0 down
 	else
-		net=$(mgmt_ip a)
-		net=${net%.*}.0/24
 		start=$(date +%s)
-		log "$name: mpirun $*"
-		bounded $bound mpirun --allow-run-as-root -np 2 \
-			--host node-a:1,node-b:1 --mca oob_tcp_if_include "$net" \
-			-x PMIX_MCA_gds "$@" "$LAB/$name.rank" -t 30 ${MPI_PP_ARGS:-} \
-			> "$out" 2>&1
+		mpi_launch "$name" $bound "$out" "-t 30 ${MPI_PP_ARGS:-}" "$@"
 		rc=$?
 		dt=$(($(date +%s) - start))
 		line=$(grep '^mpi_pingpong: ranks=' "$out")

@@ -1,18 +1,23 @@
 # SPDX-License-Identifier: MIT
 # soak: a long run (tests/lab/soak MINUTES; not part of the test command).
 # r2cc-gen with 8 QPs runs under r2cc across four rails for the whole
-# time, every byte verified, while node b meets one fault after another:
-# a random kind (carrier down, black hole on b's egress, a flap, 30 %
-# loss), on a random rail, for 5-15 s, every 20-40 s, each cleared
-# before the next. Ends with the totals: faults by kind, QPs moved and
-# moved back, bytes verified, and no mismatch, duplicate, loss, order
-# error or error, no stall past the generator's bound; and the
-# generator's memory each minute on both nodes, which must not grow
-# past a bound from the first minute to the last.
+# time, every byte verified, and beside it an Open MPI job (2 ranks,
+# tests/progs/mpi_pingpong through UCX on rail 0: eager sizes and
+# rendezvous, point to point and MPI_Allreduce, every word checked),
+# while node b meets one fault after another: a random kind (carrier
+# down, black hole on b's egress, a flap, 30 % loss), on a random rail,
+# for 5-15 s, every 20-40 s, each cleared before the next. Ends with the
+# totals: faults by kind, QPs moved and moved back (each program's),
+# bytes verified, and no mismatch, duplicate, loss, order error or
+# error, no stall past the bound (the generator's, the gap between the
+# MPI job's progress lines); and each program's memory every minute on
+# both nodes, which must not grow past a bound from the first minute to
+# the last.
 # lab-rails: 4
 # lab-timeout: 1500
 
 . "$REPO/tests/lab/lib/fo.sh"
+. "$REPO/tests/lab/lib/mpi.sh"
 
 MIN=$(cat "$BUILD/lab/soak.minutes" 2> /dev/null || echo 20)
 SECS=$((MIN * 60))
@@ -26,17 +31,38 @@ R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LOGF"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev) R2CC_DETECT_MS=2000"
 SGEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 -q $QPS --timeout 16 --stall-limit $STALL"
 
-# the generator's VmRSS (kB) every minute while it runs
+# each program's VmRSS (kB) every minute while it runs
 (
 	for i in $(seq $((MIN + 5))); do
 		nap 60
-		pid=$(pgrep -x r2cc-gen | head -1)
-		[ -n "$pid" ] || continue
-		awk -v t="$i" '/^VmRSS/ { print t, $2 }' "/proc/$pid/status" \
-			>> "$LAB/$NODE.soak.rss" 2> /dev/null
+		for p in r2cc-gen mpi_pingpong; do
+			pid=$(pgrep -x $p | head -1)
+			[ -n "$pid" ] || continue
+			awk -v t="$i" '/^VmRSS/ { print t, $2 }' \
+				"/proc/$pid/status" >> "$LAB/$NODE.soak.$p.rss" 2> /dev/null
+		done
 	done
 ) &
 RSS_PID=$!
+
+# The MPI job: from 20 s after the generator starts to 100 s before it
+# ends (node a launches it; both nodes' r2cc logs in MPI_LOG).
+MPI_LOG=$LAB/$NODE.soak.mpi.log
+MPI_OUT=$LAB/a.soak.mpi.out
+MPI=
+if mpi_setup mpi_pingpong; then
+	mpi_rank soak.mpi "$MPI_LOG"
+	barrier soak.mpi.ready 120 && MPI=1
+fi
+if [ "$NODE" = a ] && [ -n "$MPI" ]; then
+	(
+		nap 20
+		mpi_launch soak.mpi $((SECS + 120)) "$MPI_OUT" \
+			"-a -t $((SECS - 120)) -s 8,4096,65536,1048576" "${MPI_UCX[@]}"
+		echo $? > "$LAB/a.soak.mpi.rc"
+	) &
+	MPI_PID=$!
+fi
 
 if [ "$NODE" = b ]; then
 	(
@@ -64,23 +90,50 @@ fi
 pair soak ok $((SECS + 300)) 18600 "$R2CC $SGEN -i 1" \
 	"$R2CC $SGEN -t $SECS -i 1 \$SERVER"
 [ "$NODE" = b ] && wait "$FAULT_PID"
+[ "$NODE" = a ] && [ -n "$MPI" ] && wait "$MPI_PID"
 kill "$RSS_PID" 2> /dev/null
+
+# rss_check PROG: PROG's memory from the first minute's sample to the last
+rss_check() {
+	local f=$LAB/$NODE.soak.$1.rss rss
+	rss=$(awk 'NR == 1 { f = $2 } { l = $2 } END { if (NR) print f, l }' "$f" 2> /dev/null)
+	if [ -z "$rss" ]; then
+		check fail "soak.$NODE.$1.memory" "no sample"
+		return
+	fi
+	set -- "$1" $rss
+	metric "soak.$NODE.$1.rss_first_kb" "$2"
+	metric "soak.$NODE.$1.rss_last_kb" "$3"
+	[ $(($3 - $2)) -le $RSS_GROWTH_KB ] &&
+		check pass "soak.$NODE.$1.memory" "${2} kB at the first minute, ${3} kB at the last ($(wc -l < "$f") samples)" ||
+		check fail "soak.$NODE.$1.memory" "${2} kB at the first minute, ${3} kB at the last (bound +${RSS_GROWTH_KB} kB)"
+}
 
 life_check soak "$LOGF"
 moved=$(grep -c 'moved to backup QP' "$LOGF")
 back=$(grep -c 'moved back to' "$LOGF")
 metric "soak.$NODE.moves" "$moved"
 metric "soak.$NODE.moves_back" "$back"
-rss=$(awk 'NR == 1 { f = $2 } { l = $2 } END { if (NR) print f, l }' "$LAB/$NODE.soak.rss" 2> /dev/null)
-if [ -n "$rss" ]; then
-	set -- $rss
-	metric "soak.$NODE.rss_first_kb" "$1"
-	metric "soak.$NODE.rss_last_kb" "$2"
-	[ $(($2 - $1)) -le $RSS_GROWTH_KB ] &&
-		check pass "soak.$NODE.memory" "r2cc-gen ${1} kB at the first minute, ${2} kB at the last ($(wc -l < "$LAB/$NODE.soak.rss") samples)" ||
-		check fail "soak.$NODE.memory" "r2cc-gen ${1} kB at the first minute, ${2} kB at the last (bound +${RSS_GROWTH_KB} kB)"
-else
-	check fail "soak.$NODE.memory" "no sample"
+rss_check r2cc-gen
+if [ -n "$MPI" ]; then
+	life_check soak.mpi "$MPI_LOG"
+	metric "soak.$NODE.mpi.moves" "$(grep -c 'moved to backup QP' "$MPI_LOG")"
+	metric "soak.$NODE.mpi.moves_back" "$(grep -c 'moved back to' "$MPI_LOG")"
+	rss_check mpi_pingpong
+fi
+if [ "$NODE" = a ] && [ -n "$MPI" ]; then
+	line=$(grep '^mpi_pingpong: ranks=' "$MPI_OUT")
+	# the longest time between progress lines (one every 2 s), seconds
+	gap=$(sed -n 's/^mpi_pingpong: progress .* t=\([0-9.]*\) .*/\1/p' "$MPI_OUT" |
+		awk 'NR > 1 && $1 - p > g { g = $1 - p } { p = $1 } END { printf "%d", g }')
+	metric soak.mpi.longest_gap_s "${gap:-none}"
+	if [ "$(cat "$LAB/a.soak.mpi.rc" 2> /dev/null)" = 0 ] &&
+		[[ $line == *" errors=0" ]] && [ -n "$gap" ] && [ "$gap" -le $STALL ]; then
+		check pass soak.mpi "$line; longest gap between progress lines ${gap} s"
+		metric soak.mpi.bytes_verified "$(field "$line" bytes)"
+	else
+		check fail soak.mpi "exit $(cat "$LAB/a.soak.mpi.rc" 2> /dev/null), longest gap ${gap:-none} s: ${line:-no summary} $(grep -m2 -iE 'assert|error|abort' "$MPI_OUT" | cut -c1-200 | tr '\n' ' ')"
+	fi
 fi
 if [ "$NODE" = b ]; then
 	for k in carrier blackhole flap loss; do
