@@ -35,11 +35,4 @@ void r2cc_mig_bind_tick(void);
 void r2cc_mig_unprotected(struct r2cc_mig_qp *mq, enum r2cc_unprot kind,
 			  const char *why);
 
-/* What is known of @gid's node: does it run r2cc? NULL: nothing yet
- * (ps.lock held; the entry moves when one more is remembered). */
-struct node_seen *r2cc_mig_node_find(const uint8_t gid[16]);
-/* Whether @gid's node runs r2cc, learned (ps.lock held): remembered for
- * any number of nodes, the latest word wins. */
-void r2cc_mig_node_seen(const uint8_t gid[16], enum r2cc_node_word word);
-
 #endif /* R2CC_MIG_BIND_H */

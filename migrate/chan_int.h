@@ -184,9 +184,6 @@ static inline void chan_wake(void)
 	(void)n; /* a full counter wakes the thread anyway */
 }
 
-/* (chan.c) What other threads sent, gathered in cs.outbox (for @peer, or
- * for every peer with @peer 0), sent now (cs.lock held). */
-void chan_outbox_flush(uint64_t peer);
 /* (chan.c) One more @why refused past a budget (the lock held): counted
  * in *@count and the status record, said once (*@said) as @fmt. */
 void chan_refused(enum r2cc_refusal why, uint64_t *count, bool *said,

@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ctrl_msg.c - control message codec: each body's layout is written once
- * and walked in both directions, frames are sealed with HMAC-SHA-256
- * (libsodium), and senders' seqs go through a 64-entry replay window.
+ * and walked in both directions, and frames are sealed with HMAC-SHA-256
+ * (libsodium) under the job key (ctrl_key.c).
  */
 #include <errno.h>
-#include <pthread.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ctrl_msg.h"
 #include "policy.h"
@@ -18,28 +16,9 @@
 #define MASK24 0xffffffU
 
 static const uint8_t magic[4] = { 'R', '2', 'C', 'C' };
-static const char kdf_label[] = "r2cc-ctrl-v1";
-
-_Static_assert(R2CC_CTRL_KEY_LEN == crypto_auth_hmacsha256_KEYBYTES,
-	       "key is an HMAC-SHA-256 key");
 _Static_assert(R2CC_CTRL_MAC_LEN == crypto_auth_hmacsha256_BYTES,
 	       "MAC is an HMAC-SHA-256 tag");
 _Static_assert(R2CC_CTRL_FRAME_MAX <= INT32_MAX, "lengths fit an int");
-
-static pthread_once_t sodium_once = PTHREAD_ONCE_INIT;
-static int sodium_rc; /* written once under sodium_once */
-
-static void sodium_setup(void)
-{
-	sodium_rc = sodium_init();
-}
-
-/* libsodium is initialised once; sodium_init() < 0 means it is unusable */
-static int crypto_ready(void)
-{
-	pthread_once(&sodium_once, sodium_setup);
-	return sodium_rc < 0 ? -EIO : 0;
-}
 
 /*
  * A cursor over a body. Encoding writes the fields of a message into @out;
@@ -453,7 +432,7 @@ int r2cc_ctrl_encode(const struct r2cc_ctrl_key *key,
 	size_t total;
 	int rc;
 
-	rc = crypto_ready();
+	rc = r2cc_ctrl_crypto_ready();
 	if (rc)
 		return rc;
 	if (!type_ok(m->hdr.type) || m->hdr.flags || !m->hdr.seq || !body_ok(m))
@@ -523,24 +502,13 @@ static bool for_me(const struct r2cc_ctrl_key *key,
 	       (h->type == R2CC_CTRL_HELLO || h->type == R2CC_CTRL_LOOKUP);
 }
 
-uint64_t r2cc_ctrl_new_id(void)
-{
-	uint64_t id = 0;
-
-	if (crypto_ready())
-		return 0;
-	while (!id)
-		randombytes_buf(&id, sizeof(id));
-	return id;
-}
-
 int r2cc_ctrl_decode(const struct r2cc_ctrl_key *key, const uint8_t *buf,
 		     size_t len, struct r2cc_ctrl_msg *out)
 {
 	struct cur c = { .in = buf + R2CC_CTRL_HDR_LEN };
 	int rc;
 
-	rc = crypto_ready();
+	rc = r2cc_ctrl_crypto_ready();
 	if (rc)
 		return rc;
 	rc = r2cc_ctrl_frame_len(buf, len);
@@ -645,173 +613,4 @@ int r2cc_ctrl_batch_next(const struct r2cc_ctrl_msg *b, uint32_t *off,
 		return 0;
 	*off += used;
 	return 1;
-}
-
-/* Bit @d (distance below top) of @w's window */
-static uint64_t *replay_word(struct r2cc_ctrl_replay *w, uint64_t d,
-			     uint64_t *bit)
-{
-	*bit = 1ULL << (d % 64);
-	return &w->seen[d / 64];
-}
-
-/* The window moved up by @d: what was d below top is now 0 below it. */
-static void replay_slide(struct r2cc_ctrl_replay *w, uint64_t d)
-{
-	const unsigned int n = R2CC_CTRL_REPLAY_WINDOW / 64;
-	unsigned int words = (unsigned int)(d / 64), bits = d % 64, i;
-
-	if (d >= R2CC_CTRL_REPLAY_WINDOW) {
-		memset(w->seen, 0, sizeof(w->seen));
-		return;
-	}
-	for (i = n; i-- > 0;) {
-		uint64_t v = i >= words ? w->seen[i - words] << bits : 0;
-
-		if (bits && i > words)
-			v |= w->seen[i - words - 1] >> (64 - bits);
-		w->seen[i] = v;
-	}
-}
-
-int r2cc_ctrl_replay_accept(struct r2cc_ctrl_replay *w, uint64_t seq)
-{
-	uint64_t d, bit, *word;
-
-	if (!seq)
-		return -EINVAL;
-	if (seq > w->top) {
-		replay_slide(w, seq - w->top);
-		w->seen[0] |= 1;
-		w->top = seq;
-		return 0;
-	}
-	d = w->top - seq;
-	if (d >= R2CC_CTRL_REPLAY_WINDOW)
-		return -ESTALE;
-	word = replay_word(w, d, &bit);
-	if (*word & bit)
-		return -EALREADY;
-	*word |= bit;
-	return 0;
-}
-
-void r2cc_ctrl_count(struct r2cc_ctrl_stats *st, int rc)
-{
-	switch (rc) {
-	case 0:
-		st->accepted++;
-		break;
-	case -EBADMSG:
-		st->malformed++;
-		break;
-	case -EPROTO:
-		st->unsupported++;
-		break;
-	case -EACCES:
-		st->unauthentic++;
-		break;
-	case -EMSGSIZE:
-		st->oversize++;
-		break;
-	case -EALREADY:
-		st->replayed++;
-		break;
-	case -ESTALE:
-		st->stale++;
-		break;
-	default:
-		st->other++;
-	}
-}
-
-int r2cc_ctrl_key_derive(struct r2cc_ctrl_key *key, const uint8_t *secret,
-			 size_t len, uint64_t job)
-{
-	crypto_auth_hmacsha256_state st;
-	uint8_t job_le[8];
-	int rc;
-
-	rc = crypto_ready();
-	if (rc)
-		return rc;
-	if (len < R2CC_SECRET_MIN || len > R2CC_SECRET_MAX)
-		return -EINVAL;
-	put_le(job_le, job, sizeof(job_le));
-	crypto_auth_hmacsha256_init(&st, secret, len);
-	crypto_auth_hmacsha256_update(&st, (const uint8_t *)kdf_label,
-				      sizeof(kdf_label) - 1);
-	crypto_auth_hmacsha256_update(&st, job_le, sizeof(job_le));
-	crypto_auth_hmacsha256_final(&st, key->k);
-	sodium_memzero(&st, sizeof(st));
-	key->job = job;
-	key->self = 0; /* the caller sets its own id */
-	return 0;
-}
-
-void r2cc_ctrl_key_wipe(struct r2cc_ctrl_key *key)
-{
-	sodium_memzero(key, sizeof(*key));
-}
-
-/* A job id every holder of the secret computes alike: its SHA-256's first
- * 8 bytes (never 0). */
-static uint64_t job_of(const uint8_t *secret, size_t len)
-{
-	uint8_t h[crypto_hash_sha256_BYTES];
-	uint64_t job = 0;
-	size_t i;
-
-	crypto_hash_sha256(h, secret, len);
-	for (i = 0; i < 8; i++)
-		job |= (uint64_t)h[i] << (8 * i);
-	sodium_memzero(h, sizeof(h));
-	return job ? job : 1;
-}
-
-/* Up to @size bytes of @fd: the count, or -errno */
-static ssize_t read_all(int fd, uint8_t *buf, size_t size)
-{
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < size) {
-		n = read(fd, buf + got, size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
-int r2cc_ctrl_key_load(struct r2cc_ctrl_key *key, const char *path,
-		       uint64_t job)
-{
-	uint8_t secret[R2CC_SECRET_MAX + 1];
-	ssize_t n;
-	int fd, rc = 0;
-
-	/* The file's rules are policy's; each refusal is logged there */
-	fd = r2cc_secret_open(path, NULL, NULL, NULL);
-	if (fd < 0)
-		return fd;
-	n = read_all(fd, secret, sizeof(secret));
-	if (n < 0)
-		rc = (int)n;
-	else if (n < R2CC_SECRET_MIN || n > R2CC_SECRET_MAX)
-		rc = -EINVAL; /* it changed since fstat() */
-	if (rc)
-		r2cc_err("secret file %s: cannot read %d..%d bytes", path,
-			 R2CC_SECRET_MIN, R2CC_SECRET_MAX);
-	close(fd);
-	if (!rc)
-		rc = r2cc_ctrl_key_derive(key, secret, (size_t)n,
-					  job ? job :
-						job_of(secret, (size_t)n));
-	sodium_memzero(secret, sizeof(secret));
-	return rc;
 }

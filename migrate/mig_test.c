@@ -14,6 +14,7 @@
 #include "tick.h"
 #include "module.h"
 #include "move.h"
+#include "nodes.h"
 #include "objects.h"
 #include "srq.h"
 
