@@ -262,5 +262,8 @@ int r2cc_status_read(const char *path, struct r2cc_status_snap *snap);
 void r2cc_status_snap_free(struct r2cc_status_snap *snap);
 /* /proc/PID/stat field 22 (start time in clock ticks), 0 if unknown */
 uint64_t r2cc_proc_starttime(pid_t pid);
+/* Where the records are: R2CC_STATUS_DIR, or the environment's when it
+ * is an absolute path (tests) */
+const char *r2cc_status_dir(void);
 
 #endif /* R2CC_POLICY_STATUS_H */
