@@ -108,6 +108,15 @@ MPI_UCX=(--mca pml ucx --mca btl self
 	-x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=$MPI_DEV
 	-x UCX_UD_VERBS_ETH_DGID_CHECK=n -x UCX_RNDV_SCHEME=put_zcopy)
 
+# libfabric: pml cm, mtl ofi, provider verbs;ofi_rxm, one RC QP per peer
+# made through rdma_cm, with its own receive queue (FI_OFI_RXM_USE_SRX=0),
+# large messages by rxm's rendezvous (RDMA READ). FI_VERBS_IFACE (the
+# rank's environment, mpi_rank in fo.sh) keeps it on rail 0,
+# FI_UNIVERSE_SIZE keeps rxm's CQs within rxe's limit.
+MPI_RXM=(--mca btl self --mca pml cm --mca mtl ofi
+	--mca mtl_ofi_provider_include 'verbs;ofi_rxm'
+	-x FI_OFI_RXM_USE_SRX=0 -x FI_UNIVERSE_SIZE=8)
+
 # mpi_check_verbs TAG: the job TAG moved its data over rxe0 as RC RDMA, and
 # nothing over rxe1 (counters of this node).
 mpi_check_verbs() {

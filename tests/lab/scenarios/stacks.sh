@@ -167,13 +167,6 @@ fi
 barrier stacks.mw.done 180
 
 . "$REPO/tests/lab/lib/mpi.sh"
-# libfabric: pml cm, mtl ofi, provider verbs;ofi_rxm, one RC QP per peer
-# made through rdma_cm, with its own receive queue (FI_OFI_RXM_USE_SRX=0),
-# large messages by rxm's rendezvous (RDMA READ). FI_VERBS_IFACE keeps it
-# on rail 0, FI_UNIVERSE_SIZE keeps rxm's CQs within rxe's limit.
-RXM=(--mca btl self --mca pml cm --mca mtl ofi
-	--mca mtl_ofi_provider_include 'verbs;ofi_rxm'
-	-x FI_OFI_RXM_USE_SRX=0 -x FI_UNIVERSE_SIZE=8)
 # UCX: every size from 8 B (eager) to 4 MiB (rendezvous), point to point
 # and MPI_Allreduce, each word checked.
 UCX_PP="-a -s 8,64,4096,65536,1048576,4194304"
@@ -181,7 +174,7 @@ if mpi_setup mpi_pingpong; then
 	MPI_PP_ARGS=$UCX_PP mpi_fo stacks.ucx "${MPI_UCX[@]}"
 	mpi_fo stacks.ucx_get \
 		"${MPI_UCX[@]/UCX_RNDV_SCHEME=put_zcopy/UCX_RNDV_SCHEME=get_zcopy}"
-	mpi_fo stacks.rxm "${RXM[@]}"
+	mpi_fo stacks.rxm "${MPI_RXM[@]}"
 	MPI_BASE=1 MPI_PP_ARGS=$UCX_PP mpi_fo stacks.ucx.base "${MPI_UCX[@]}"
-	MPI_BASE=1 mpi_fo stacks.rxm.base "${RXM[@]}"
+	MPI_BASE=1 mpi_fo stacks.rxm.base "${MPI_RXM[@]}"
 fi
