@@ -798,6 +798,62 @@ static void test_reuse(void)
 	sync64(0);
 }
 
+/* ---- fact 6b: what RESET leaves of receives posted before an ERR */
+
+/*
+ * The server posts 32 receives, the QP goes to ERR and, o.wait seconds
+ * later, to RESET (r2cc re-arms a fenced standby so); then the flushes
+ * the CQ holds are counted, the QP is connected again (to a new QP of the
+ * client) with no receive posted, and the client SENDs once. A receive
+ * completing then took a WR posted before the ERR: RESET left it in the
+ * queue, and a re-armed QP would hand a message to a stale buffer.
+ */
+static void test_rqreset(void)
+{
+	struct ibv_qp *qp = qp_new(NULL);
+	struct ibv_wc wc[64];
+	int i, got, flushed = 0;
+	struct ep r;
+
+	if (!client)
+		for (i = 0; i < 32; i++)
+			post_recv(qp, NULL, 900 + i, i);
+	r = connect_qp(qp, o.psn, 7, 14);
+	sync64(0);
+	if (!client) {
+		if (to_state(qp, IBV_QPS_ERR, NULL))
+			die("modify to ERR", errno);
+		if (o.wait > 0)
+			usleep(o.wait * 1e6);
+		if (to_state(qp, IBV_QPS_RESET, NULL))
+			die("modify to RESET", errno);
+		got = poll_n(wc, 64, 200, NULL);
+		for (i = 0; i < got; i++)
+			flushed += wc[i].status == IBV_WC_WR_FLUSH_ERR;
+		fact("flushed_by_reset", "%d", flushed);
+		if (to_init(qp))
+			die("RESET to INIT", errno);
+		connect_qp(qp, o.psn + 0x1000, 7, 14);
+		got = poll_n(wc, 1, 3000, NULL);
+		fact("stale_recv_after_reset", "%s", got ? "yes" : "no");
+		if (got)
+			fact("stale_recv_wr_id", "%llu status %s",
+			     (unsigned long long)wc[0].wr_id,
+			     ibv_wc_status_str(wc[0].status));
+	} else {
+		struct ibv_qp *qp2 = qp_new(NULL);
+
+		(void)r;
+		r = connect_qp(qp2, o.psn + 0x2000, 7, 14);
+		if (post_send(qp2, IBV_WR_SEND, 1, 64, &r, 1))
+			die("post_send", EIO);
+		got = poll_n(wc, 1, 3000, NULL);
+		fact("send_completed", "%s",
+		     got && !wc[0].status ? "yes" : "no");
+	}
+	sync64(0);
+}
+
 /* ---- fact 7: time to RETRY_EXC under a black hole */
 
 static void test_retry(void)
@@ -1040,7 +1096,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: fence_probe [-d DEV] [-g GIDX] [-i IBPORT] [-p TCPPORT]\n"
-		"  [-t acct|rflush|srqflush|sflush|reuse|retry|devdel|sqd] [--psn N]\n"
+		"  [-t acct|rflush|srqflush|sflush|reuse|rqreset|retry|devdel|sqd]\n"
+		"  [--psn N]\n"
 		"  [--ops send:5000,write:16384,...] [-k K] [-m M] [-n N]\n"
 		"  [--hole CMD] [--unhole CMD] [--retries 7:14,1:8] [--wait S]\n"
 		"  [--name FACT-PREFIX]\n"
@@ -1128,6 +1185,8 @@ int main(int argc, char **argv)
 		test_sflush();
 	else if (!strcmp(o.test, "reuse"))
 		test_reuse();
+	else if (!strcmp(o.test, "rqreset"))
+		test_rqreset();
 	else if (!strcmp(o.test, "retry"))
 		test_retry();
 	else if (!strcmp(o.test, "devdel"))

@@ -3,7 +3,8 @@
 # PSN replay rely on (DESIGN.md §6) with tests/progs/fence_probe: PSN
 # accounting per opcode (24-bit wrap included), ibv_query_qp in ERR, receive
 # flush with and without an SRQ, send flush with the ACKs black-holed, QP
-# reuse after ERR -> RESET, the time to RETRY_EXC for retry_cnt/timeout
+# reuse after ERR -> RESET (and what RESET leaves of posted receives), the
+# time to RETRY_EXC for retry_cnt/timeout
 # pairs, an ACK timeout and retry count changed through SQD, and what a
 # program sees when its rxe device is removed under a connected QP (a NIC
 # that dies whole). Every measured value is a FACT
@@ -87,6 +88,12 @@ probe sflush-rexc 60 -t sflush --name sflush-rexc -n 6 --wait 1 \
 	--retries 1:14 --hole "'$HOLE'" --unhole "'$UNHOLE'"
 # 6: reuse of a QP object for a new remote QP.
 probe reuse 60 -t reuse --psn 0x500
+# 6b: receives posted, ERR, then RESET at once or 0.1 s later (as r2cc
+# re-arms a fenced standby): the flushes the CQ holds, and whether a
+# receive posted before the ERR still takes a message once the QP is
+# connected again.
+probe rqreset 60 -t rqreset --psn 0x600
+probe rqreset-late 60 -t rqreset --name rqreset-late --psn 0x680 --wait 0.1
 # 7: retry_cnt:timeout pairs under a full black hole (both nodes drop
 # their rail-0 egress), 30 s window.
 probe retry 90 -t retry --retries 7:14,7:8,1:14,1:8,3:14,6:8 --wait 30 \
@@ -159,6 +166,12 @@ want_match sflush.statuses sflush.completions '^(200:[A-Z_0-9a-z]+ )?([0-9]+:WR_
 want reuse.reset reuse.err_to_reset_ret 0
 want reuse.reconnect reuse.send_after_reconnect_ok yes
 want reuse.new_qp reuse.recv_on_new_qp yes
+# RESET right after an ERR leaves no receive behind on rxe: each is
+# flushed to the CQ by then (r2cc's re-armed standby may rely on it).
+want rqreset.flushed rqreset.flushed_by_reset 32
+want rqreset.none_left rqreset.stale_recv_after_reset no
+want rqreset-late.flushed rqreset-late.flushed_by_reset 32
+want rqreset-late.none_left rqreset-late.stale_recv_after_reset no
 # rxe's removal waits for the program to close the device, which works
 # on meanwhile: it cannot show r2cc a NIC that dies whole.
 want devdel.no_event devdel.async_events none
