@@ -451,9 +451,16 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 	} else if (wc->status != IBV_WC_SUCCESS) {
 		/* The backup failed too: the native error, as without r2cc. */
 		if (r2cc_mig_state(mq) != R2CC_PROT_FAILED)
-			r2cc_err("QP %#x: its backup failed too (%s): the "
-				 "program sees the error",
-				 mq->qpn, ibv_wc_status_str(wc->status));
+			r2cc_err("QP %#x: its backup QP %#x failed too (%s, on "
+				 "its %s CQ, wr_id %#llx, vendor_err %#x, %s): "
+				 "the program sees the error",
+				 mq->qpn, mq->bqp->qp_num,
+				 ibv_wc_status_str(wc->status),
+				 mq->bscq == mq->brcq ? "one" :
+				 bcq == mq->brcq      ? "receive" :
+							"send",
+				 (unsigned long long)wc->wr_id, wc->vendor_err,
+				 r2cc_mig_life_name(mq->life));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);
 	} else if (wc->opcode & IBV_WC_RECV) {
 		recv_ok(mq, wc);
