@@ -596,6 +596,17 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		/* A new round of the peer's: it moves on no older one */
 		mq->fb.round_peer_psn = R2CC_PSN_NONE;
 		urgent = m->failback.flags & R2CC_CTRL_FB_URGENT;
+		if (settled(mq) && (mq->fb.ready || mq->fb.recycled) &&
+		    m->failback.psn != mq->fb.peer_psn) {
+			/* Our round begun (the primary connected to the
+			 * peer's old PSN) is over at the peer: over here
+			 * too, and the new one is taken at once. */
+			r2cc_dbg("QP %#x: the peer proposes again: the round "
+				 "begun here ends",
+				 mq->qpn);
+			fb_reset(mq, now);
+			mq->fb.not_before_ns = 0;
+		}
 		if (!settled(mq) || (!urgent && (now < mq->fb.not_before_ns ||
 						 !budget_left(mq, now)))) {
 			/* the refused round is named by its PSN */

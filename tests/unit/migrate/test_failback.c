@@ -189,3 +189,25 @@ Test(failback, a_round_starts_in_the_tick, .init = fb_setup, .fini = teardown,
 	peer_moves_back();
 	moved_back(psn);
 }
+
+/* The peer gave up the round we recycled for and proposes another: our
+ * primary is connected to the old round's PSN, so that round ends here
+ * too (the primary back in ERR), and the new one starts afresh: a READY
+ * of it never moves the QP onto a primary connected to the old PSN. */
+Test(failback, a_new_proposal_ends_the_round_begun, .init = fb_setup,
+     .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *r;
+
+	fo_on_the_standby();
+	round_begun();
+	fo_peer_fb(R2CC_CTRL_FB_PROPOSE, R2CC_CTRL_FB_URGENT, PEER_PSN + 1);
+	r = fo_last(R2CC_CTRL_FAILBACK);
+	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_READY,
+		  "the new round begun");
+	cr_assert_eq(prim.state, IBV_QPS_RTS, "the primary recycled again");
+	cr_assert_eq(prim.rq_psn, PEER_PSN + 1, "towards the new round");
+	cr_assert_eq(prim.sq_psn, r->failback.psn);
+	fo_peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN + 1);
+	cr_assert_eq(back.state, IBV_QPS_ERR, "both READY: the standby fenced");
+}
