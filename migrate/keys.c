@@ -4,7 +4,8 @@
  * R_Key on the rails of its standbys), kept per peer process in a map
  * the data path reads without a lock; and ours, announced once per
  * (PD, rail) to each peer bound to a QP of that PD, then as the program
- * registers and deregisters.
+ * registers and deregisters, and told again, whole, to a peer whose
+ * messages may have been lost.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,10 +18,12 @@
 
 _Static_assert(sizeof(uintptr_t) >= 8, "map keys hold a rail and an R_Key");
 
-/* A (PD, rail) whose MRs a peer was told of. */
+/* A (PD, rail) whose MRs a peer was told of; stale: what it was told
+ * may have been lost since (told again, whole, at the next chance). */
 struct sent {
 	const void *pd;
 	int rail;
+	bool stale;
 };
 
 /* One peer process: its keys, by (rail, R_Key); what it was told. */
@@ -106,14 +109,17 @@ void r2cc_mig_keys_put(uint64_t peer, int rail, uint32_t rkey,
 void r2cc_mig_keys_lost(uint64_t peer)
 {
 	struct r2cc_mig_pkeys *pk;
+	unsigned int i;
 
 	pthread_mutex_lock(&ps.lock);
 	pk = pkeys_find(peer);
-	if (pk && pk->nsent)
+	if (pk && pk->nsent) {
 		r2cc_dbg("peer %016llx: memory keys to be announced again",
 			 (unsigned long long)peer);
-	if (pk)
-		pk->nsent = 0;
+		for (i = 0; i < pk->nsent; i++)
+			pk->sent[i].stale = true;
+		atomic_store(&ps.keys_stale, true);
+	}
 	pthread_mutex_unlock(&ps.lock);
 }
 
@@ -137,14 +143,14 @@ void r2cc_mig_got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m)
 					key_of(rail, m->mr_inval.rkey[i]));
 }
 
-static bool was_sent(const struct r2cc_mig_pkeys *pk, const void *pd, int rail)
+static struct sent *sent_of(struct r2cc_mig_pkeys *pk, const void *pd, int rail)
 {
 	unsigned int i;
 
 	for (i = 0; i < pk->nsent; i++)
 		if (pk->sent[i].pd == pd && pk->sent[i].rail == rail)
-			return true;
-	return false;
+			return &pk->sent[i];
+	return NULL;
 }
 
 /* @n keys in frames of at most R2CC_CTRL_MAX_MRS: 0 or -errno. */
@@ -168,17 +174,41 @@ static int send_keys(uint64_t peer, int rail, const struct r2cc_ctrl_mr *mr,
 	return ret;
 }
 
+/* All of @pd's keys on @rail to @peer: 0 or -errno. */
+static int send_all(uint64_t peer, const void *pd, int rail)
+{
+	struct r2cc_ctrl_mr *mr = NULL;
+	int n, ret;
+
+	n = ps.env.mr_keys(pd, rail, &mr);
+	if (n < 0)
+		return n;
+	ret = send_keys(peer, rail, mr, n);
+	free(mr);
+	return ret;
+}
+
+/* @s told again to @pk's peer (ps.lock held): 0 or -errno. */
+static int resend(struct r2cc_mig_pkeys *pk, struct sent *s)
+{
+	int ret = send_all(pk->peer, s->pd, s->rail);
+
+	if (!ret)
+		s->stale = false;
+	return ret;
+}
+
 int r2cc_mig_keys_announce(uint64_t peer, const void *pd, int rail)
 {
 	struct r2cc_mig_pkeys *pk = pkeys_get(peer);
-	struct r2cc_ctrl_mr *mr = NULL;
 	struct sent *s;
-	int n, ret;
+	int ret;
 
 	if (!pk)
 		return -ENOMEM;
-	if (was_sent(pk, pd, rail))
-		return 0;
+	s = sent_of(pk, pd, rail);
+	if (s)
+		return s->stale ? resend(pk, s) : 0;
 	if (pk->nsent == pk->sent_cap) {
 		s = reallocarray(pk->sent, pk->sent_cap ? pk->sent_cap * 2 : 4,
 				 sizeof(*s));
@@ -187,16 +217,39 @@ int r2cc_mig_keys_announce(uint64_t peer, const void *pd, int rail)
 		pk->sent = s;
 		pk->sent_cap = pk->sent_cap ? pk->sent_cap * 2 : 4;
 	}
-	n = ps.env.mr_keys(pd, rail, &mr);
-	if (n < 0)
-		return n;
-	ret = send_keys(peer, rail, mr, n);
-	free(mr);
+	ret = send_all(peer, pd, rail);
 	if (ret)
 		return ret;
 	pk->sent[pk->nsent].pd = pd;
-	pk->sent[pk->nsent++].rail = rail;
+	pk->sent[pk->nsent].rail = rail;
+	pk->sent[pk->nsent++].stale = false;
 	return 0;
+}
+
+static bool chan_open(uint64_t peer)
+{
+	struct r2cc_chan_peer_stats st;
+
+	return !r2cc_chan_peer_stats(peer, &st) && st.open;
+}
+
+void r2cc_mig_keys_tick(void)
+{
+	struct r2cc_mig_pkeys *pk;
+	unsigned int i;
+	bool left = false;
+
+	if (!atomic_exchange(&ps.keys_stale, false))
+		return;
+	pthread_mutex_lock(&ps.lock);
+	for (pk = ps.pkeys_list; pk; pk = pk->next)
+		for (i = 0; i < pk->nsent; i++)
+			if (pk->sent[i].stale &&
+			    (!chan_open(pk->peer) || resend(pk, &pk->sent[i])))
+				left = true;
+	if (left)
+		atomic_store(&ps.keys_stale, true);
+	pthread_mutex_unlock(&ps.lock);
 }
 
 /* MR_KEYS of @mr (or, with no @mr, @m: an MR_INVALIDATE) to every peer
@@ -212,6 +265,11 @@ static void announce(const void *pd, const void *mr, struct r2cc_ctrl_msg *m)
 		for (i = 0; i < pk->nsent; i++) {
 			if (pk->sent[i].pd != pd)
 				continue;
+			/* (the whole PD: this one with them) */
+			if (mr && pk->sent[i].stale) {
+				resend(pk, &pk->sent[i]);
+				continue;
+			}
 			if (mr && ps.env.mr_key(mr, pk->sent[i].rail,
 						&m->mr_keys.mr[0]))
 				continue; /* no shadow there */

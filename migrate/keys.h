@@ -20,9 +20,13 @@ void r2cc_mig_got_mr_inval(uint64_t peer, const struct r2cc_ctrl_msg *m);
  * they are announced at the next call). */
 int r2cc_mig_keys_announce(uint64_t peer, const void *pd, int rail);
 /* Messages to @peer may have been lost (the channel's hook; takes
- * ps.lock): what it was told of our keys is told again at the next
- * bind. */
+ * ps.lock): what it was told of our keys is told again, whole, at the
+ * first chance: the tick's once its channel is open, an MR of that PD
+ * registered, a bind. */
 void r2cc_mig_keys_lost(uint64_t peer);
+/* The tick's: keys told again where they may have been lost (takes
+ * ps.lock; nothing to do, no lock). */
+void r2cc_mig_keys_tick(void);
 /* @rkey of @mq's peer as its MR's key on @mq's standby rail, in @out:
  * 0, or -ENOENT when the peer never announced it there. Lock-free. */
 int r2cc_mig_rkey_xlate(const struct r2cc_mig_qp *mq, uint32_t rkey,

@@ -292,6 +292,7 @@ struct r2cc_mig_state {
 	struct r2cc_map pkeys;
 	struct r2cc_mig_pkeys *pkeys_list;
 	_Atomic unsigned long keys_dropped; /* past MIG_PEER_KEYS_MAX */
+	_Atomic bool keys_stale; /* a peer's to be told again (keys.c) */
 	/* The reasons said at info level, each once (r2cc_mig_unprotected) */
 	char unprot_said[MIG_UNPROT_SAID][96];
 	unsigned int unprot_said_n;

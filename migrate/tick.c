@@ -14,6 +14,7 @@
 #include "failback.h"
 #include "fence.h"
 #include "inbox.h"
+#include "keys.h"
 #include "keepalive.h"
 #include "mig_int.h"
 #include "rebind.h"
@@ -96,6 +97,7 @@ static void tick(void)
 	r2cc_mig_rebind_sweep();
 	r2cc_mig_early_sweep();
 	r2cc_mig_bind_tick();
+	r2cc_mig_keys_tick();
 	/* (urgent moves back are bounded there even without failback) */
 	if (atomic_load_explicit(&ps.away, memory_order_relaxed))
 		r2cc_mig_fb_tick();

@@ -241,6 +241,16 @@ static int f_mr_keys(const void *pd, int rail, struct r2cc_ctrl_mr **out)
 	return fo_nmrs;
 }
 
+/* @mr (an int: its index among fo_nmrs) on @rail */
+static int f_mr_key(const void *mr, int rail, struct r2cc_ctrl_mr *out)
+{
+	int i = *(const int *)mr;
+
+	out->rkey = FO_RKEY(i);
+	out->backup_rkey = FO_BACKUP_RKEY(rail, i);
+	return 0;
+}
+
 bool fo_capture;
 struct r2cc_ctrl_msg fo_sent[FO_SENT];
 _Atomic int fo_nsent;
@@ -303,7 +313,8 @@ void start(void)
 						 .lkey_xlate = f_lkey_xlate,
 						 .standby_rail = f_standby_rail,
 						 .rail_res = f_rail_res,
-						 .mr_keys = f_mr_keys };
+						 .mr_keys = f_mr_keys,
+						 .mr_key = f_mr_key };
 	char secret[64], port[32], *envp[4];
 	struct r2cc_config cfg;
 	FILE *f;

@@ -82,6 +82,39 @@ Test(keys, a_pd_is_announced_whole_and_once)
 	r2cc_mig_keys_lost(PEER);
 	cr_assert_eq(announce(PEER, &pd, 2), 0);
 	cr_assert_eq(fo_nsent, 9);
+	cr_assert_eq(announce(PEER, &pd, 2), 0);
+	cr_assert_eq(fo_nsent, 9);
+}
+
+Test(keys, an_mr_after_a_loss_tells_its_pd_again)
+{
+	static const int pd;
+	int mr = 2, i;
+
+	fo_nmrs = 3;
+	cr_assert_eq(announce(PEER, &pd, 1), 0);
+	cr_assert_eq(announce(PEER, &pd, 3), 0);
+	cr_assert_eq(fo_nsent, 2);
+	/* Kept: one MR_KEYS per rail, of that MR alone */
+	r2cc_mig_mr_new(&pd, &mr);
+	cr_assert_eq(fo_nsent, 4);
+	cr_assert_eq(fo_sent[3].mr_keys.n, 1);
+	cr_assert_eq(fo_sent[3].mr_keys.mr[0].rkey, FO_RKEY(2));
+	cr_assert_eq(fo_sent[3].mr_keys.mr[0].backup_rkey,
+		     FO_BACKUP_RKEY(3, 2));
+	/* Lost (an MR_INVALIDATE among them, say): the next MR of the PD
+	 * tells the whole PD again on each rail, then one MR again */
+	r2cc_mig_keys_lost(PEER);
+	r2cc_mig_mr_new(&pd, &mr);
+	cr_assert_eq(fo_nsent, 6);
+	for (i = 4; i < 6; i++) {
+		cr_assert_eq(fo_sent[i].hdr.type, R2CC_CTRL_MR_KEYS);
+		cr_assert_eq(fo_sent[i].mr_keys.n, 3);
+		cr_assert_eq(fo_sent[i].mr_keys.rail, i == 4 ? 1 : 3);
+	}
+	r2cc_mig_mr_new(&pd, &mr);
+	cr_assert_eq(fo_nsent, 8);
+	cr_assert_eq(fo_sent[7].mr_keys.n, 1);
 }
 
 Test(keys, a_peer_keeps_more_keys_than_the_old_table)
