@@ -10,7 +10,28 @@ export HOME=/root
 ulimit -l unlimited
 ulimit -c 0
 
+# The kernel's side of a failure, for its post-mortem: every rxe QP that
+# went to ERR of its own (the responder's or the completer's error; with
+# the stack) and every completion in error but a flush, with QP numbers;
+# timestamps on CLOCK_TAI (the wall clock here: no NTP sets its offset).
+# Offsets from the guest kernel's BTF: struct ib_qp's qp_num (rxe_qp
+# begins with it), ib_uverbs_wc's status and qp_num.
+TRACE=/sys/kernel/tracing
+qp_trace_start() {
+	mountpoint -q $TRACE || mount -t tracefs nodev $TRACE || return 0
+	echo 'p:r2cc/qp_err rxe_qp_error qpn=+176(%di):u32' \
+		>> $TRACE/kprobe_events || return 0
+	echo 'p:r2cc/cqe_err rxe_cq_post status=+8(%si):u32 qpn=+28(%si):u32' \
+		>> $TRACE/kprobe_events || return 0
+	echo tai > $TRACE/trace_clock
+	echo 8192 > $TRACE/buffer_size_kb
+	echo stacktrace > $TRACE/events/r2cc/qp_err/trigger
+	echo 'status != 0 && status != 5' > $TRACE/events/r2cc/cqe_err/filter
+	echo 1 > $TRACE/events/r2cc/enable
+}
+
 finish() {
+	[ -r $TRACE/trace ] && cat $TRACE/trace > "$LAB/$NODE.kernel-qp.trace"
 	echo "$1" > "$LAB/$NODE.done"
 	sync
 	exit 0
@@ -40,6 +61,7 @@ setup() {
 			{ log "rail $i never became ACTIVE"; return 1; }
 	done
 	rdma link show
+	qp_trace_start
 }
 
 log "booted; scenario ${LAB_scenario}, $RAILS rails"
