@@ -114,7 +114,7 @@ static int recycle(struct r2cc_mig_qp *mq)
 	a.dest_qp_num = mq->dest_qpn;
 	a.rq_psn = mq->fb.peer_psn;
 	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
-	a.min_rnr_timer = mq->attr.min_rnr_timer;
+	a.min_rnr_timer = r2cc_mig_rnr_timer(mq->attr.min_rnr_timer);
 	a.ah_attr = mq->attr.ah_attr;
 	ret = ps.v.modify_qp(mq->qp, &a,
 			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
@@ -185,9 +185,11 @@ static void start(struct r2cc_mig_qp *mq, uint64_t now)
 	mq->fb.recycled = true;
 	/* The peer's REARM may come before our move's end */
 	rearm_set(mq, R2CC_REARM_WAIT);
-	r2cc_info("QP %#x: rail %d %s: moving back from rail %d", mq->qpn,
-		  mq->rail, mq->fb.urgent ? "up, its backup failed" : "healthy",
-		  mq->backup_rail);
+	r2cc_info("QP %#x: rail %d %s: moving back from rail %d (primary "
+		  "recycled: sq_psn %#x, rq_psn %#x)",
+		  mq->qpn, mq->rail,
+		  mq->fb.urgent ? "up, its backup failed" : "healthy",
+		  mq->backup_rail, mq->fb.psn, mq->fb.peer_psn);
 	/* The backup carries on until both primaries are connected (a
 	 * recycle may take a second: RTR resolves the peer's address
 	 * afresh): only then the fences, so the move stalls for one
@@ -470,8 +472,10 @@ static void rearm(struct r2cc_mig_qp *mq)
 	mq->fb.rearm = R2CC_REARM_NONE;
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
 	r2cc_mig_rebind_check(mq);
-	r2cc_info("QP %#x protected again: backup QP %#x on rail %d", mq->qpn,
-		  mq->bqp->qp_num, mq->backup_rail);
+	r2cc_info("QP %#x protected again: backup QP %#x on rail %d (sq_psn "
+		  "%#x, rq_psn %#x)",
+		  mq->qpn, mq->bqp->qp_num, mq->backup_rail, mq->bpsn,
+		  mq->fb.rearm_psn);
 }
 
 bool r2cc_mig_fb_rearm_retry(struct r2cc_mig_qp *mq, uint64_t now)
@@ -548,8 +552,8 @@ bool r2cc_mig_fb_join(struct r2cc_mig_qp *mq)
 		rearm_set(mq, R2CC_REARM_WAIT);
 	}
 	r2cc_info("QP %#x: the peer moved back on a round this side gave "
-		  "up: joined",
-		  mq->qpn);
+		  "up: joined (primary sq_psn %#x, rq_psn %#x)",
+		  mq->qpn, mq->fb.psn, mq->fb.peer_psn);
 	mq->fb.proposed = mq->fb.peer_proposed = false;
 	mq->fb.peer_recovered = false;
 	go(mq);

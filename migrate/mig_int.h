@@ -35,6 +35,9 @@
  * moves under way are handled between ticks, not behind hundreds of
  * recycles, while a moved-back end waits on them for its peer's receives */
 #define MIG_FB_STARTS 16
+/* The longest RNR NAK timer (IB encoding: 12 is 0.64 ms) a QP r2cc
+ * connects answers with (r2cc_mig_rnr_timer()) */
+#define MIG_RNR_TIMER 12
 /* A moved-back QP's standby not re-armed: tried again at most this often */
 #define MIG_REARM_RETRY_NS 1000000000ULL
 /* R2CC_KEEPALIVE: a quiet path's QPs fail over after this many of its

@@ -28,6 +28,12 @@ static int backup_init(struct r2cc_mig_qp *mq, unsigned int access)
 				      IBV_QP_ACCESS_FLAGS);
 }
 
+uint8_t r2cc_mig_rnr_timer(uint8_t prog)
+{
+	/* 1..31 grow with the code; 0 is 655.36 ms, past them all */
+	return prog && prog < MIG_RNR_TIMER ? prog : MIG_RNR_TIMER;
+}
+
 /* Both halves known: the backup goes RTR towards the peer's. */
 static int backup_rtr(struct r2cc_mig_qp *mq)
 {
@@ -42,7 +48,7 @@ static int backup_rtr(struct r2cc_mig_qp *mq)
 	a.dest_qp_num = b->backup.qpn;
 	a.rq_psn = b->psn;
 	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
-	a.min_rnr_timer = mq->attr.min_rnr_timer;
+	a.min_rnr_timer = r2cc_mig_rnr_timer(mq->attr.min_rnr_timer);
 	a.ah_attr = mq->attr.ah_attr;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.port_num = 1;

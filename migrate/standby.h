@@ -36,6 +36,11 @@ int r2cc_mig_backup_make(struct r2cc_mig_qp *mq);
 int r2cc_mig_backup_connect(struct r2cc_mig_qp *mq, uint32_t qpn, uint32_t psn);
 int r2cc_mig_backup_park(struct r2cc_mig_qp *mq);
 void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
+/* The RNR NAK timer (IB encoding) of a QP r2cc connects, the program's
+ * @prog capped at 0.64 ms (12): the peer's replay races the re-post of
+ * our receives at every move, and rdma_cm leaves 0, the longest (655 ms
+ * a NAK). Any mq lock. */
+uint8_t r2cc_mig_rnr_timer(uint8_t prog);
 /* Our GIDs into @mq: the program's, and the standby's at the same index
  * (RoCE v2 over IPv4 sits at the same index on every rail of a node). */
 int r2cc_mig_read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);

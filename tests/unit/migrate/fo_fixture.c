@@ -90,6 +90,8 @@ int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		f->retry_cnt = a->retry_cnt;
 	if (mask & IBV_QP_RNR_RETRY)
 		f->rnr_retry = a->rnr_retry;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		f->min_rnr_timer = a->min_rnr_timer;
 	f->nmodify++;
 	return 0;
 }

@@ -32,6 +32,7 @@ struct fake_qp {
 	uint32_t rq_psn; /* as the last RTR set it */
 	uint32_t last_rkey; /* of the last RDMA WR posted */
 	uint8_t timeout, retry_cnt, rnr_retry; /* as the last modify set */
+	uint8_t min_rnr_timer; /* as the last RTR set it */
 	int nmodify; /* modify_qp calls that succeeded */
 	_Atomic bool draining; /* in SQD: its send queue not drained yet */
 	bool no_sqd; /* a provider that takes no QP to SQD */

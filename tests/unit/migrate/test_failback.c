@@ -14,6 +14,7 @@
 
 #include "mig_int.h" /* (before the fixture: its mq is global) */
 #include "fo_fixture.h"
+#include "standby.h"
 #include "tick.h"
 
 #define PEER_PSN 0x777
@@ -38,6 +39,9 @@ static uint32_t round_begun(void)
 	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_READY, "READY sent");
 	cr_assert_eq(prim.state, IBV_QPS_RTS, "the primary recycled");
 	cr_assert_eq(prim.rq_psn, PEER_PSN, "towards the peer's");
+	/* (the program left rdma_cm's 0: 655 ms a NAK, the peer's replay
+	 * racing our re-posted receives) */
+	cr_assert_eq(prim.min_rnr_timer, MIG_RNR_TIMER);
 	cr_assert_eq(prim.sq_psn, r->failback.psn);
 	cr_assert_eq(back.state, IBV_QPS_RTS, "the standby carries on");
 	return r->failback.psn;
@@ -96,6 +100,15 @@ Test(failback, both_ready_move_back, .init = fb_setup, .fini = teardown,
 	cr_assert_eq(back.state, IBV_QPS_ERR, "both READY: the standby fenced");
 	peer_moves_back();
 	moved_back(psn);
+}
+
+Test(failback, rnr_timers_capped_at_0_64_ms)
+{
+	cr_assert_eq(r2cc_mig_rnr_timer(0), MIG_RNR_TIMER, "655.36 ms");
+	cr_assert_eq(r2cc_mig_rnr_timer(1), 1, "0.01 ms");
+	cr_assert_eq(r2cc_mig_rnr_timer(MIG_RNR_TIMER), MIG_RNR_TIMER);
+	cr_assert_eq(r2cc_mig_rnr_timer(MIG_RNR_TIMER + 1), MIG_RNR_TIMER);
+	cr_assert_eq(r2cc_mig_rnr_timer(31), MIG_RNR_TIMER, "491.52 ms");
 }
 
 /* Its READY lost (or behind a backlog at the peer): the peer's move, on
