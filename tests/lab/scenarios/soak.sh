@@ -49,6 +49,17 @@ SGEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -p 18600 -s 8192 -q $QPS --t
 ) &
 RSS_PID=$!
 
+# each rail's rxe counters every 5 s (retries, sequence errors, RNR: what
+# a stall on one path was made of), a wall-clock time before each sample
+(
+	for i in $(seq $(((MIN + 5) * 12))); do
+		nap 5
+		date +%T
+		rdma statistic show
+	done > "$LAB/$NODE.soak.rxe-counters" 2>&1
+) &
+CNT_PID=$!
+
 # The MPI job over STACK: from 20 s after the generator starts to 100 s
 # before it ends (node a launches it; both nodes' r2cc logs in MPI_LOG).
 MPI_LOG=$LAB/$NODE.soak.mpi.log
@@ -100,7 +111,7 @@ pair soak ok $((SECS + 300)) 18600 "$R2CC $SGEN -i 1" \
 	"$R2CC $SGEN -t $SECS -i 1 \$SERVER"
 [ "$NODE" = b ] && wait "$FAULT_PID"
 [ "$NODE" = a ] && [ -n "$MPI" ] && wait "$MPI_PID"
-kill "$RSS_PID" 2> /dev/null
+kill "$RSS_PID" "$CNT_PID" 2> /dev/null
 
 # rss_check PROG: PROG's memory from its second minute's sample (its
 # first, if it has only one) to its last
