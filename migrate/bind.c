@@ -169,9 +169,10 @@ static void try_ready(struct r2cc_mig_qp *mq)
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
 	r2cc_mig_rebind_check(mq);
 	r2cc_info("QP %#x protected: backup QP %#x on rail %d, peer's %#x "
-		  "(for its QP %#x)",
+		  "(for its QP %#x; sq_psn %#x, rq_psn %#x)",
 		  mq->qpn, mq->bqp->qp_num, mq->backup_rail,
-		  mq->peer_bind.backup.qpn, mq->dest_qpn);
+		  mq->peer_bind.backup.qpn, mq->dest_qpn, mq->bpsn,
+		  mq->peer_bind.psn);
 }
 
 /* Send our bind; a QP whose bind cannot go out stays unprotected. */
