@@ -2,8 +2,8 @@
 /*
  * fence_probe.c - measures, on a real verbs stack, the facts r2cc's fence
  * and PSN replay rely on: PSN accounting, what ibv_query_qp says in ERR,
- * receive/send flushes, QP reuse, retry timing and the round trip through
- * SQD. Prints `fact NAME=VALUE'.
+ * receive/send flushes, QP reuse, an RNR NAK behind a READ reply, retry
+ * timing and the round trip through SQD. Prints `fact NAME=VALUE'.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -854,6 +854,73 @@ static void test_rqreset(void)
 	sync64(0);
 }
 
+/* ---- fact 6c: a SEND behind a multi-packet READ, no receive posted
+ *
+ * What each of r2cc's moves makes: the peer replays a READ (128 KiB
+ * here, 128 response packets) and a SEND behind it into a QP whose
+ * receives are not re-posted yet (they come --wait seconds later; with
+ * --wait 0 before the client posts). Facts: each WR's status in order
+ * and the client QP's state after, and the RNR NAKs the client's device
+ * counted meanwhile: whether rxe's requester takes the RNR NAK that
+ * meets its READ reply in its stride. */
+/* The device's hw counter @name (rxe: ports/1/hw_counters), -1 if none */
+static long hw_counter(const char *name)
+{
+	char path[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/%d/hw_counters/%s", o.dev,
+		 o.ibport, name);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static void test_readrnr(void)
+{
+	struct ibv_qp *qp = qp_new(NULL);
+	struct ibv_wc wc[2];
+	uint32_t sq, rq;
+	struct ep r;
+	int st, got;
+
+	if (!client && o.wait <= 0)
+		post_recv(qp, NULL, 1, 0);
+	r = connect_qp(qp, o.psn, 7, 14);
+	sync64(0);
+	if (!client) {
+		if (o.wait > 0) {
+			usleep(o.wait * 1e6);
+			post_recv(qp, NULL, 1, 0);
+		}
+		got = poll_n(wc, 1, 10000, NULL);
+		fact("recv", "%s", got ? wcs(wc[0].status) : "none");
+	} else {
+		long rnr = hw_counter("rcvd_rnr_err");
+
+		if (post_send(qp, IBV_WR_RDMA_READ, 1, 128 * 1024, &r, 1) ||
+		    post_send(qp, IBV_WR_SEND, 2, 64, &r, 1))
+			die("post_send", EIO);
+		got = poll_n(wc, 2, 10000, NULL);
+		fact("read", "%s", got > 0 ? wcs(wc[0].status) : "none");
+		fact("send", "%s", got > 1 ? wcs(wc[1].status) : "none");
+		fact("rnr_naks", "%ld",
+		     rnr < 0 ? -1 : hw_counter("rcvd_rnr_err") - rnr);
+		query(qp, &sq, &rq, &st);
+		fact("qp_state", "%s",
+		     st == IBV_QPS_RTS ? "RTS" :
+		     st == IBV_QPS_ERR ? "ERR" :
+					 "other");
+	}
+	sync64(0);
+}
+
 /* ---- fact 7: time to RETRY_EXC under a black hole */
 
 static void test_retry(void)
@@ -1096,7 +1163,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: fence_probe [-d DEV] [-g GIDX] [-i IBPORT] [-p TCPPORT]\n"
-		"  [-t acct|rflush|srqflush|sflush|reuse|rqreset|retry|devdel|sqd]\n"
+		"  [-t acct|rflush|srqflush|sflush|reuse|rqreset|readrnr|retry|devdel|\n"
+		"      sqd]\n"
 		"  [--psn N]\n"
 		"  [--ops send:5000,write:16384,...] [-k K] [-m M] [-n N]\n"
 		"  [--hole CMD] [--unhole CMD] [--retries 7:14,1:8] [--wait S]\n"
@@ -1187,6 +1255,8 @@ int main(int argc, char **argv)
 		test_reuse();
 	else if (!strcmp(o.test, "rqreset"))
 		test_rqreset();
+	else if (!strcmp(o.test, "readrnr"))
+		test_readrnr();
 	else if (!strcmp(o.test, "retry"))
 		test_retry();
 	else if (!strcmp(o.test, "devdel"))

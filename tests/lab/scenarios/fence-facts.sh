@@ -3,7 +3,8 @@
 # PSN replay rely on (DESIGN.md §6) with tests/progs/fence_probe: PSN
 # accounting per opcode (24-bit wrap included), ibv_query_qp in ERR, receive
 # flush with and without an SRQ, send flush with the ACKs black-holed, QP
-# reuse after ERR -> RESET (and what RESET leaves of posted receives), the
+# reuse after ERR -> RESET (and what RESET leaves of posted receives), a
+# SEND behind a READ into a QP with no receive posted yet, the
 # time to RETRY_EXC for retry_cnt/timeout
 # pairs, an ACK timeout and retry count changed through SQD, and what a
 # program sees when its rxe device is removed under a connected QP (a NIC
@@ -94,6 +95,11 @@ probe reuse 60 -t reuse --psn 0x500
 # connected again.
 probe rqreset 60 -t rqreset --psn 0x600
 probe rqreset-late 60 -t rqreset --name rqreset-late --psn 0x680 --wait 0.1
+# 6c: a READ (128 KiB) and a SEND behind it into a QP whose receive is
+# posted first, or 50 ms late (each of r2cc's moves: the peer's replay
+# races the re-post of our receives): statuses and the QP's state.
+probe readrnr-first 60 -t readrnr --name readrnr-first --psn 0x700 --wait 0
+probe readrnr 60 -t readrnr --psn 0x780 --wait 0.05
 # 7: retry_cnt:timeout pairs under a full black hole (both nodes drop
 # their rail-0 egress), 30 s window.
 probe retry 90 -t retry --retries 7:14,7:8,1:14,1:8,3:14,6:8 --wait 30 \
@@ -172,6 +178,15 @@ want rqreset.flushed rqreset.flushed_by_reset 32
 want rqreset.none_left rqreset.stale_recv_after_reset no
 want rqreset-late.flushed rqreset-late.flushed_by_reset 32
 want rqreset-late.none_left rqreset-late.stale_recv_after_reset no
+want readrnr-first.read readrnr-first.read SUCCESS
+want readrnr-first.send readrnr-first.send SUCCESS
+want readrnr-first.qp readrnr-first.qp_state RTS
+want readrnr-first.recv readrnr-first.recv SUCCESS
+# The receive 50 ms late: RNR NAKs meet the READ's reply (counted in
+# readrnr.rnr_naks), and the requester rides them out.
+want readrnr.read readrnr.read SUCCESS
+want readrnr.send readrnr.send SUCCESS
+want readrnr.qp readrnr.qp_state RTS
 # rxe's removal waits for the program to close the device, which works
 # on meanwhile: it cannot show r2cc a NIC that dies whole.
 want devdel.no_event devdel.async_events none
