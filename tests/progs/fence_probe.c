@@ -854,15 +854,6 @@ static void test_rqreset(void)
 	sync64(0);
 }
 
-/* ---- fact 6c: a SEND behind a multi-packet READ, no receive posted
- *
- * What each of r2cc's moves makes: the peer replays a READ (128 KiB
- * here, 128 response packets) and a SEND behind it into a QP whose
- * receives are not re-posted yet (they come --wait seconds later; with
- * --wait 0 before the client posts). Facts: each WR's status in order
- * and the client QP's state after, and the RNR NAKs the client's device
- * counted meanwhile: whether rxe's requester takes the RNR NAK that
- * meets its READ reply in its stride. */
 /* The device's hw counter @name (rxe: ports/1/hw_counters), -1 if none */
 static long hw_counter(const char *name)
 {
@@ -882,6 +873,15 @@ static long hw_counter(const char *name)
 	return v;
 }
 
+/* ---- fact 6c: a SEND behind a multi-packet READ, no receive posted
+ *
+ * What each of r2cc's moves makes: the peer replays a READ (128 KiB
+ * here, 128 response packets) and a SEND behind it into a QP whose
+ * receives are not re-posted yet (they come --wait seconds later; with
+ * --wait 0 before the client posts). Facts: each WR's status in order
+ * and the client QP's state after, and the RNR NAKs the client's device
+ * counted meanwhile: whether rxe's requester takes the RNR NAK that
+ * meets its READ reply in its stride. */
 static void test_readrnr(void)
 {
 	struct ibv_qp *qp = qp_new(NULL);
