@@ -534,9 +534,9 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 	}
 	/* Sends are logged from the program's first PSN on. */
 	mtu = r2cc_mtu_bytes(attr->path_mtu);
-	ret = mtu < 0 ?
-		      mtu :
-		      r2cc_sendlog_start(mq->slog, attr->sq_psn, (uint32_t)mtu);
+	ret = mtu < 0 ? mtu :
+			r2cc_sendlog_start(mq->slog, attr->sq_psn, 0,
+					   (uint32_t)mtu);
 	if (!ret && st == R2CC_PROT_READY && mq->bqp)
 		ret = r2cc_mig_backup_rts(mq);
 	if (ret) {

@@ -353,8 +353,10 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	bool recv = wc->opcode & IBV_WC_RECV;
 	int keep = 1, err;
 
-	if (wc->wr_id == R2CC_RING_WRID)
-		return 0; /* r2cc's own: see r2cc_mig_ring() */
+	/* r2cc's own (r2cc_mig_ring(), move.c's heal()): a heal that
+	 * failed left the QP in ERR, which the program's WRs then show */
+	if (wc->wr_id == R2CC_RING_WRID || wc->wr_id == R2CC_HEAL_WRID)
+		return 0;
 	pthread_mutex_lock(&mq->lock);
 	if (!r2cc_mig_logs(mq)) {
 		if (mq->life == R2CC_LIFE_DRAIN && !recv) {
@@ -433,7 +435,9 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 		return 0;
 	}
 	wc->qp_num = mq->qpn;
-	if (!r2cc_mig_logs(mq)) {
+	if (wc->wr_id == R2CC_HEAL_WRID) {
+		got = -1; /* r2cc's own: see r2cc_mig_wc() */
+	} else if (!r2cc_mig_logs(mq)) {
 		/* Abandoned, or logging stopped: as the provider said it,
 		 * after what the log still owes. */
 		if (mq->life == R2CC_LIFE_DRAIN && !(wc->opcode & IBV_WC_RECV))

@@ -244,6 +244,9 @@ struct r2cc_mig_qp {
 	bool on_backup;
 	bool recycled; /* the primary was recycled: its old flushes linger */
 	bool perr; /* r2cc moved the primary to ERR (and not back since) */
+	/* The primary (backup) was left while a READ's response may have
+	 * been arriving: its next incarnation begins with a heal (move.c) */
+	bool pstale, bstale;
 	/* The provider's posts for the program's QP (the shim's hooks sit in
 	 * its context's ops): a replay back on the primary goes there. */
 	int (*psend)(struct ibv_qp *, struct ibv_send_wr *,

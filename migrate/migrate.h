@@ -139,15 +139,20 @@ void r2cc_sendlog_free(struct r2cc_sendlog *log);
  * r2cc_sendlog_start() - the QP reached RTS: WRs start at @sq_psn
  * @log: the log
  * @sq_psn: sq_psn of the RTS transition
+ * @lead: PSNs r2cc's own WRs, posted first, take from @sq_psn on
  * @mtu_bytes: path MTU in bytes (256..4096)
  * After r2cc_sendlog_replay() this moves the log onto the backup QP: the
- * REPLAY entries get PSNs from @sq_psn in order (post them first), DONE
- * entries stay DONE, and appending resumes.
+ * REPLAY entries get PSNs from @sq_psn + @lead in order (post them
+ * first), DONE entries stay DONE, and appending resumes. Until an entry
+ * retires, a peer rq_psn among the @lead PSNs means none executed.
  * Return: 0, -EINVAL, or -EBUSY (WRs outstanding and no replay, or
  * LOST/FLUSH entries not yet retired).
  */
-int r2cc_sendlog_start(struct r2cc_sendlog *log, uint32_t sq_psn,
+int r2cc_sendlog_start(struct r2cc_sendlog *log, uint32_t sq_psn, uint32_t lead,
 		       uint32_t mtu_bytes);
+/* r2cc_sendlog_reading() - is a READ of more than one packet outstanding
+ * (its response may be under way)? */
+bool r2cc_sendlog_reading(const struct r2cc_sendlog *log);
 /**
  * r2cc_sendlog_append() - log one WR the provider accepted
  * @log: the log

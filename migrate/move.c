@@ -64,6 +64,44 @@ static bool partly_sent(struct r2cc_mig_qp *mq)
 	return false;
 }
 
+/*
+ * The QP a move puts to work (the recycled primary if @back, else the
+ * backup) was left while a READ's response may have been arriving: rxe
+ * (Linux 6.1) keeps that response's place in a QP across RESET, and the
+ * first acknowledgement the new incarnation gets breaks the sequence: the
+ * QP goes to ERR, completing the WR as a success. A zero-length READ,
+ * first on it (its one response packet is accepted there), ends it.
+ * Unsignaled, and hidden if it completes (R2CC_HEAL_WRID); not where the
+ * replay fills the send queue. Return: PSNs it took (0 or 1). Lock held.
+ */
+static uint32_t heal(struct r2cc_mig_qp *mq, bool back, uint32_t nreplay)
+{
+	struct ibv_send_wr w = { .wr_id = R2CC_HEAL_WRID,
+				 .opcode = IBV_WR_RDMA_READ };
+	bool *stale = back ? &mq->pstale : &mq->bstale;
+	int ret;
+
+	if (!*stale)
+		return 0;
+	*stale = false;
+	if (nreplay >= mq->cap.max_send_wr) {
+		r2cc_warn("QP %#x: the replay fills the %s's send queue: its "
+			  "completer is not cleared",
+			  mq->qpn, back ? "primary" : "backup");
+		return 0;
+	}
+	ret = back ? r2cc_mig_primary_send(mq, &w) :
+		     r2cc_mig_backup_send(mq, &w);
+	if (ret) {
+		r2cc_warn("QP %#x: its %s's completer not cleared (%s)",
+			  mq->qpn, back ? "primary" : "backup", strerror(-ret));
+		return 0;
+	}
+	r2cc_dbg("QP %#x: a zero-length READ clears its %s's completer",
+		 mq->qpn, back ? "primary" : "backup");
+	return 1;
+}
+
 /* Replay once both rq_psns are known (lock held). */
 static void replay(struct r2cc_mig_qp *mq)
 {
@@ -72,7 +110,7 @@ static void replay(struct r2cc_mig_qp *mq)
 	struct r2cc_replay res;
 	struct ibv_send_wr *w;
 	uint64_t bytes = 0, consumed;
-	uint32_t i;
+	uint32_t i, lead;
 	int ret, mtu;
 
 	if ((mq->life != R2CC_LIFE_FENCED && mq->life != R2CC_LIFE_RECVS) ||
@@ -83,6 +121,14 @@ static void replay(struct r2cc_mig_qp *mq)
 	if (mq->lz.made && !(mq->lz.conn && mq->lz.peer_conn))
 		return;
 	memset(&res, 0, sizeof(res));
+	/* The incarnation left behind may be mid-way through a READ's
+	 * response: its next use heals it. */
+	if (r2cc_sendlog_reading(mq->slog)) {
+		if (back)
+			mq->bstale = true;
+		else
+			mq->pstale = true;
+	}
 	/* A QP that never reached RTS sent nothing: nothing to replay. */
 	ret = mq->rts ? r2cc_sendlog_replay(mq->slog, mq->peer_rq_psn, &res) :
 			0;
@@ -112,10 +158,11 @@ static void replay(struct r2cc_mig_qp *mq)
 			       false, taken);
 	/* From now on the log counts PSNs of the new QP's path. */
 	mtu = r2cc_mtu_bytes(back ? mq->attr.path_mtu : mq->bmtu);
+	lead = mtu < 0 ? 0 : heal(mq, back, res.nreplay);
 	ret = mtu < 0 ?
 		      mtu :
 		      r2cc_sendlog_start(mq->slog, back ? mq->fb.psn : mq->bpsn,
-					 (uint32_t)mtu);
+					 lead, (uint32_t)mtu);
 	for (w = res.first; !ret && w; w = w->next) {
 		ret = back ? r2cc_mig_primary_send(mq, w) :
 			     r2cc_mig_backup_send(mq, w);

@@ -20,6 +20,9 @@
 /* The wr_id of the zero-length WR r2cc posts on a program's QP in ERR to
  * make its CQ raise a completion event (its flush is never delivered). */
 #define R2CC_RING_WRID 0x7232636372696e67ULL /* "r2ccring" */
+/* The wr_id of the zero-length READ that clears a reused QP's completer
+ * (move.c: heal()); its completion is never delivered either. */
+#define R2CC_HEAL_WRID 0x723263636865616cULL /* "r2ccheal" */
 
 struct r2cc_mig_desc;
 

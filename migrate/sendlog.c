@@ -30,6 +30,9 @@ struct r2cc_sendlog {
 	bool frozen; /* replay() ran; start() moves the log on */
 	uint32_t mtu; /* path MTU, bytes */
 	uint32_t next_psn;
+	/* PSNs r2cc's own WRs took just before the oldest entry's, from
+	 * start() until an entry retires */
+	uint32_t lead;
 	uint32_t head; /* slot of the oldest entry */
 	uint32_t count; /* entries outstanding */
 	uint32_t out_pkts; /* PSNs they span */
@@ -263,6 +266,8 @@ int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
 		log->out_pkts -= at(log, i)->npkts;
 	log->head = slot(log, n);
 	log->count -= n;
+	if (n)
+		log->lead = 0;
 	log->st.retired += n;
 	return (int)n;
 }
@@ -373,6 +378,9 @@ int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		return -EBUSY;
 	base = log->count ? at(log, 0)->first_psn : log->next_psn;
 	d = r2cc_psn_diff(peer_rq_psn & R2CC_PSN_MASK, base);
+	/* Still at r2cc's own WRs: none of the program's executed */
+	if (d < 0 && (uint32_t)-d <= log->lead)
+		d = 0;
 	if (d < 0 || (uint32_t)d > log->out_pkts)
 		return -ERANGE;
 	off = (uint32_t)d;
@@ -432,22 +440,38 @@ static int rebase(struct r2cc_sendlog *log, uint32_t sq_psn, uint32_t mtu)
 	return 0;
 }
 
-int r2cc_sendlog_start(struct r2cc_sendlog *log, uint32_t sq_psn,
+int r2cc_sendlog_start(struct r2cc_sendlog *log, uint32_t sq_psn, uint32_t lead,
 		       uint32_t mtu_bytes)
 {
 	int ret;
 
-	if (!valid_mtu(mtu_bytes) || sq_psn > R2CC_PSN_MASK)
+	if (!valid_mtu(mtu_bytes) || sq_psn > R2CC_PSN_MASK ||
+	    lead > R2CC_PSN_WINDOW)
 		return -EINVAL;
 	if (log->count && !log->frozen)
 		return -EBUSY;
-	ret = rebase(log, sq_psn, mtu_bytes);
+	ret = rebase(log, r2cc_psn_add(sq_psn, lead), mtu_bytes);
 	if (ret)
 		return ret;
+	log->lead = lead;
 	log->mtu = mtu_bytes;
 	log->started = true;
 	log->frozen = false;
 	return 0;
+}
+
+bool r2cc_sendlog_reading(const struct r2cc_sendlog *log)
+{
+	const struct r2cc_sendlog_ent *e;
+	uint32_t i;
+
+	for (i = 0; i < log->count; i++) {
+		e = at(log, i);
+		if (e->wr.opcode == IBV_WR_RDMA_READ && e->npkts > 1 &&
+		    e->disp != R2CC_SL_DONE)
+			return true;
+	}
+	return false;
 }
 
 uint32_t r2cc_sendlog_next_psn(const struct r2cc_sendlog *log)

@@ -111,6 +111,64 @@ Test(failback, rnr_timers_capped_at_0_64_ms)
 	cr_assert_eq(r2cc_mig_rnr_timer(31), MIG_RNR_TIMER, "491.52 ms");
 }
 
+/* A READ of 4 KiB (4 packets at the fixture's MTU), signaled */
+static void post_read(uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 4096, .lkey = 7 };
+	struct ibv_send_wr wr = { .wr_id = wr_id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	wr.wr.rdma.remote_addr = 0x2000;
+	wr.wr.rdma.rkey = 9;
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+}
+
+/* The primary left with a READ under way (rxe may keep its response's
+ * place across RESET): back on it, a zero-length READ of r2cc's goes
+ * first, its PSN before the replay's, its completion never delivered.
+ * The standby was fresh: nothing ahead of the replay there. */
+Test(failback, a_primary_left_mid_read_is_healed_first, .init = fb_setup,
+     .fini = teardown, .timeout = 10)
+{
+	uint32_t psn;
+	int n;
+
+	r2cc_mig_test_peer_mr(PEER, 1, 9, 0x10009);
+	post_read(1);
+	fo_rail_down(0);
+	peer_moves(PEER_QPN, 0x500, 0, false);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
+	cr_assert_eq(back.nsent, 1);
+	cr_assert_eq(back.sent[0], 1, "the READ first on the standby");
+	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+	psn = round_begun();
+	n = prim.nsent;
+	fo_peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
+	/* the READ not executed on the standby either */
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true,
+		      back.sq_psn, 0);
+	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true,
+		      back.sq_psn, 0);
+	cr_assert_eq(prim.sq_psn, psn);
+	cr_assert_eq(prim.nsent, n + 2);
+	cr_assert_eq(prim.sent[n], R2CC_HEAL_WRID, "the heal first");
+	cr_assert_not(prim.flags[n] & IBV_SEND_SIGNALED);
+	cr_assert_eq(prim.sent[n + 1], 1, "then the READ again");
+	cr_assert_eq(r2cc_sendlog_peek(mq->slog, 0)->first_psn,
+		     (psn + 1) & 0xffffff, "after the heal's PSN");
+	cr_assert_eq(primary_wc_of(R2CC_HEAL_WRID, IBV_WC_SUCCESS,
+				   IBV_WC_RDMA_READ, false),
+		     0, "hidden");
+	cr_assert_eq(primary_wc_of(1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, false),
+		     1, "the READ's delivered");
+	cr_assert(mq->bstale, "the standby left reading: healed when used");
+	cr_assert_not(mq->pstale);
+}
+
 /* Its READY lost (or behind a backlog at the peer): the peer's move, on
  * our READY, still finds the primary recycled for it. */
 Test(failback, a_move_back_without_the_peers_ready_is_joined, .init = fb_setup,

@@ -66,15 +66,15 @@ Test(sendlog, start_validates_and_append_needs_it, .timeout = 5)
 	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
 
 	cr_assert_eq(post(log, IBV_WR_SEND, 1, 8, SIG), -EINVAL);
-	cr_assert_eq(r2cc_sendlog_start(log, 0, 1000), -EINVAL);
-	cr_assert_eq(r2cc_sendlog_start(log, 0, 128), -EINVAL);
-	cr_assert_eq(r2cc_sendlog_start(log, 0, 8192), -EINVAL);
-	cr_assert_eq(r2cc_sendlog_start(log, 1U << 24, 1024), -EINVAL);
-	cr_assert_eq(r2cc_sendlog_start(log, 0x42, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, 0, 0, 1000), -EINVAL);
+	cr_assert_eq(r2cc_sendlog_start(log, 0, 0, 128), -EINVAL);
+	cr_assert_eq(r2cc_sendlog_start(log, 0, 0, 8192), -EINVAL);
+	cr_assert_eq(r2cc_sendlog_start(log, 1U << 24, 0, 1024), -EINVAL);
+	cr_assert_eq(r2cc_sendlog_start(log, 0x42, 0, 1024), 0);
 	cr_assert_eq(r2cc_sendlog_next_psn(log), 0x42);
-	cr_assert_eq(r2cc_sendlog_start(log, 0x43, 4096), 0, "empty: again");
+	cr_assert_eq(r2cc_sendlog_start(log, 0x43, 0, 4096), 0, "empty: again");
 	cr_assert_eq(post(log, IBV_WR_SEND, 1, 8, SIG), 0);
-	cr_assert_eq(r2cc_sendlog_start(log, 0x50, 4096), -EBUSY);
+	cr_assert_eq(r2cc_sendlog_start(log, 0x50, 0, 4096), -EBUSY);
 	r2cc_sendlog_free(log);
 }
 
@@ -82,7 +82,7 @@ Test(sendlog, append_assigns_psns_across_the_wrap, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
 
-	cr_assert_eq(r2cc_sendlog_start(log, 0xfffffe, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, 0xfffffe, 0, 1024), 0);
 	cr_assert_eq(post(log, IBV_WR_RDMA_WRITE, 1, 2048, 0), 0);
 	cr_assert_eq(post(log, IBV_WR_SEND, 2, 0, 0), 0);
 	cr_assert_eq(post(log, IBV_WR_LOCAL_INV, 3, 0, 0), 0);
@@ -107,7 +107,7 @@ Test(sendlog, signaled_completion_retires_unsignaled_run, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
 
-	r2cc_sendlog_start(log, 100, 4096);
+	r2cc_sendlog_start(log, 100, 0, 4096);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(post(log, IBV_WR_RDMA_WRITE, i, 64, 0), 0);
 	cr_assert_eq(post(log, IBV_WR_SEND, 3, 64, SIG), 0);
@@ -125,7 +125,7 @@ Test(sendlog, wr_id_reuse_matches_oldest_signaled, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	post(log, IBV_WR_RDMA_WRITE, 7, 10, SIG);
 	post(log, IBV_WR_RDMA_WRITE, 7, 10, SIG);
 	post(log, IBV_WR_SEND, 8, 10, SIG);
@@ -146,7 +146,7 @@ Test(sendlog, sq_sig_all_signals_every_wr, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, true);
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	post(log, IBV_WR_RDMA_WRITE, 1, 10, 0);
 	post(log, IBV_WR_RDMA_WRITE, 2, 10, 0);
 	cr_assert(ent(log, 0)->signaled);
@@ -160,7 +160,7 @@ Test(sendlog, full_ring_is_enospc_and_slots_wrap, .timeout = 5)
 	struct r2cc_sendlog *log = r2cc_sendlog_new(4, 1, 0, false);
 	struct r2cc_sendlog_stats st;
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(post(log, IBV_WR_SEND, i, 8, SIG), 0);
 	cr_assert_eq(post(log, IBV_WR_SEND, 4, 8, SIG), -ENOSPC);
@@ -193,7 +193,7 @@ Test(sendlog, psn_window_bounds_outstanding_packets, .timeout = 5)
 				  .opcode = IBV_WR_RDMA_READ,
 				  .send_flags = SIG };
 
-	r2cc_sendlog_start(log, 0, 256);
+	r2cc_sendlog_start(log, 0, 0, 256);
 	cr_assert_eq(r2cc_sendlog_append(log, &wr), 0, "2^23 PSNs fit");
 	cr_assert_eq(post(log, IBV_WR_SEND, 2, 0, SIG), -ENOSPC);
 	cr_assert_eq(r2cc_sendlog_complete(log, 1, IBV_WC_RDMA_READ), 1);
@@ -211,7 +211,7 @@ Test(sendlog, rejects_what_it_cannot_copy_or_count, .timeout = 5)
 				  .num_sge = 3,
 				  .opcode = IBV_WR_SEND };
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	cr_assert_eq(r2cc_sendlog_append(log, &wr), -EINVAL, "3 SGEs > 2");
 	wr.num_sge = -1;
 	cr_assert_eq(r2cc_sendlog_append(log, &wr), -EINVAL);
@@ -246,7 +246,7 @@ Test(sendlog, inline_data_and_sges_are_copied, .timeout = 5)
 	struct r2cc_replay res;
 	char got[12] = { 0 };
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	cr_assert_eq(r2cc_sendlog_append(log, &wr), 0);
 	/* The program reuses both its inline buffers and its SGE array. */
 	memset(a, 'x', 6);
@@ -289,7 +289,7 @@ Test(sendlog, inline_flag_on_a_read_is_not_inline_data, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(4, 1, 0, false);
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 1, 64, IBV_SEND_INLINE), 0);
 	cr_assert_eq(ent(log, 0)->wr.sg_list[0].addr, (uintptr_t)mem,
 		     "a READ's SGE is its destination, kept as is");
@@ -377,7 +377,7 @@ ParameterizedTest(struct replay_case *c, sendlog, replay_table, .timeout = 5)
 	const struct ibv_send_wr *w;
 	struct r2cc_replay res;
 
-	cr_assert_eq(r2cc_sendlog_start(log, c->start, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, c->start, 0, 1024), 0);
 	if (c->log == 'A')
 		fill_a(log);
 	else
@@ -419,7 +419,7 @@ Test(sendlog, rq_psn_outside_the_outstanding_psns_is_erange, .timeout = 5)
 	struct r2cc_sendlog *log = r2cc_sendlog_new(16, 1, 0, false);
 	struct r2cc_replay res;
 
-	r2cc_sendlog_start(log, 0xfffff0, 1024);
+	r2cc_sendlog_start(log, 0xfffff0, 0, 1024);
 	fill_a(log); /* PSNs 0xfffff0 .. 0x000000 */
 	cr_assert_eq(r2cc_sendlog_replay(log, 0xffffef, &res), -ERANGE);
 	cr_assert_eq(r2cc_sendlog_replay(log, r2cc_psn_add(0xfffff0, 18), &res),
@@ -432,12 +432,61 @@ Test(sendlog, rq_psn_outside_the_outstanding_psns_is_erange, .timeout = 5)
 	r2cc_sendlog_free(log);
 }
 
+/* r2cc's own WR first (a heal, move.c): a peer not past it yet executed
+ * none of the program's; once one retired, the peer is past it. */
+Test(sendlog, a_peer_still_at_the_lead_executed_nothing, .timeout = 5)
+{
+	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
+	struct r2cc_replay res;
+
+	cr_assert_eq(r2cc_sendlog_start(log, 0xffffff, 1, 1024), 0);
+	post(log, IBV_WR_SEND, 0, 100, SIG);
+	post(log, IBV_WR_SEND, 1, 100, SIG);
+	cr_assert_eq(ent(log, 0)->first_psn, 0, "after the lead, wrapped");
+	cr_assert_eq(r2cc_sendlog_replay(log, 0xfffffe, &res), -ERANGE,
+		     "before the lead");
+	cr_assert_eq(r2cc_sendlog_replay(log, 0xffffff, &res), 0);
+	cr_assert_eq(res.nreplay, 2, "at the lead: none executed");
+	cr_assert_eq(r2cc_sendlog_start(log, 0x10, 0, 1024), 0);
+	cr_assert_eq(ent(log, 0)->first_psn, 0x10, "no lead now");
+	cr_assert_eq(r2cc_sendlog_start(log, 0x10, R2CC_PSN_WINDOW + 1, 1024),
+		     -EINVAL);
+	r2cc_sendlog_free(log);
+
+	log = r2cc_sendlog_new(8, 1, 0, false);
+	r2cc_sendlog_start(log, 0x20, 1, 1024);
+	post(log, IBV_WR_SEND, 0, 100, SIG);
+	post(log, IBV_WR_SEND, 1, 100, SIG);
+	cr_assert_eq(r2cc_sendlog_complete(log, 0, IBV_WC_SEND), 1);
+	cr_assert_eq(r2cc_sendlog_replay(log, 0x21, &res), -ERANGE,
+		     "WR 0 completed: the peer is past the lead");
+	cr_assert_eq(r2cc_sendlog_replay(log, 0x22, &res), 0);
+	cr_assert_eq(res.nreplay, 1);
+	r2cc_sendlog_free(log);
+}
+
+/* Only a READ of more than one packet leaves a response half-received */
+Test(sendlog, reading_is_a_multi_packet_read_outstanding, .timeout = 5)
+{
+	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
+
+	r2cc_sendlog_start(log, 0x30, 0, 1024);
+	post(log, IBV_WR_RDMA_READ, 0, 1024, 0);
+	post(log, IBV_WR_RDMA_WRITE, 1, 8192, 0);
+	cr_assert_not(r2cc_sendlog_reading(log), "one packet's READ");
+	post(log, IBV_WR_RDMA_READ, 2, 1025, SIG);
+	cr_assert(r2cc_sendlog_reading(log));
+	cr_assert_eq(r2cc_sendlog_complete(log, 2, IBV_WC_RDMA_READ), 3);
+	cr_assert_not(r2cc_sendlog_reading(log), "completed");
+	r2cc_sendlog_free(log);
+}
+
 Test(sendlog, trailing_local_wr_is_replayed, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(4, 1, 0, false);
 	struct r2cc_replay res;
 
-	r2cc_sendlog_start(log, 10, 1024);
+	r2cc_sendlog_start(log, 10, 0, 1024);
 	post(log, IBV_WR_RDMA_WRITE, 0, 100, 0);
 	post(log, IBV_WR_BIND_MW, 1, 0, SIG);
 	cr_assert_eq(r2cc_sendlog_replay(log, 11, &res), 0);
@@ -453,7 +502,7 @@ Test(sendlog, empty_log_replays_nothing, .timeout = 5)
 	struct r2cc_sendlog *log = r2cc_sendlog_new(4, 1, 0, false);
 	struct r2cc_replay res;
 
-	r2cc_sendlog_start(log, 0x777, 1024);
+	r2cc_sendlog_start(log, 0x777, 0, 1024);
 	cr_assert_eq(r2cc_sendlog_replay(log, 0x778, &res), -ERANGE);
 	cr_assert_eq(r2cc_sendlog_replay(log, 0x777, &res), 0);
 	cr_assert_null(res.first);
@@ -468,14 +517,14 @@ Test(sendlog, replay_freezes_then_start_moves_to_backup, .timeout = 5)
 	struct r2cc_sendlog_stats st;
 	struct r2cc_replay res;
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	fill_a(log);
 	cr_assert_eq(r2cc_sendlog_replay(log, 9, &res), 0); /* DDRDRRRR */
 	cr_assert_eq(post(log, IBV_WR_SEND, 99, 1, SIG), -EBUSY);
 	cr_assert_eq(r2cc_sendlog_replay(log, 9, &res), -EBUSY);
 
 	/* Backup QP at PSN 0x500, MTU 2048: READ 3000 is now 2 packets. */
-	cr_assert_eq(r2cc_sendlog_start(log, 0x500, 2048), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, 0x500, 0, 2048), 0);
 	cr_assert_eq(ent(log, 0)->disp, R2CC_SL_DONE);
 	cr_assert_eq(ent(log, 0)->npkts, 0);
 	cr_assert_eq(ent(log, 2)->disp, R2CC_SL_NEW);
@@ -495,7 +544,7 @@ Test(sendlog, replay_freezes_then_start_moves_to_backup, .timeout = 5)
 	cr_assert_eq(res.nreplay, 6);
 	cr_assert_eq(res.nreread, 1);
 	cr_assert_eq(res.first->wr_id, 2);
-	cr_assert_eq(r2cc_sendlog_start(log, 0x10, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, 0x10, 0, 1024), 0);
 
 	/* Completions from the new QP, with DONE ones to synthesise first. */
 	cr_assert_eq(r2cc_sendlog_complete(log, 2, IBV_WC_RDMA_READ), -EBUSY);
@@ -529,7 +578,7 @@ Test(sendlog, an_unsignaled_reread_before_a_signaled_done_is_forced,
 	struct r2cc_sendlog *log = r2cc_sendlog_new(8, 1, 0, false);
 	struct r2cc_replay res;
 
-	r2cc_sendlog_start(log, 0x100, 1024);
+	r2cc_sendlog_start(log, 0x100, 0, 1024);
 	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 1, 64, 0), 0);
 	cr_assert_eq(post(log, IBV_WR_SEND, 2, 64, SIG), 0);
 	cr_assert_eq(r2cc_sendlog_replay(log, 0x102, &res), 0);
@@ -539,12 +588,12 @@ Test(sendlog, an_unsignaled_reread_before_a_signaled_done_is_forced,
 	cr_assert(ent(log, 0)->forced);
 	cr_assert_not(ent(log, 0)->signaled, "the program's view kept");
 	cr_assert(res.first->send_flags & IBV_SEND_SIGNALED, "posted signaled");
-	cr_assert_eq(r2cc_sendlog_start(log, 0x500, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, 0x500, 0, 1024), 0);
 	cr_assert_eq(r2cc_sendlog_match(log, 1, IBV_WC_RDMA_READ), 0);
 	r2cc_sendlog_free(log);
 
 	log = r2cc_sendlog_new(8, 1, 0, false);
-	r2cc_sendlog_start(log, 0x100, 1024);
+	r2cc_sendlog_start(log, 0x100, 0, 1024);
 	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 1, 64, 0), 0);
 	cr_assert_eq(post(log, IBV_WR_SEND, 2, 64, 0), 0);
 	cr_assert_eq(r2cc_sendlog_replay(log, 0x102, &res), 0);
@@ -554,7 +603,7 @@ Test(sendlog, an_unsignaled_reread_before_a_signaled_done_is_forced,
 
 	/* Two such pairs: each READ before its SEND */
 	log = r2cc_sendlog_new(8, 1, 0, false);
-	r2cc_sendlog_start(log, 0x100, 1024);
+	r2cc_sendlog_start(log, 0x100, 0, 1024);
 	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 1, 64, 0), 0);
 	cr_assert_eq(post(log, IBV_WR_SEND, 2, 64, SIG), 0);
 	cr_assert_eq(post(log, IBV_WR_RDMA_READ, 3, 64, 0), 0);
@@ -572,16 +621,16 @@ Test(sendlog, lost_atomic_must_be_retired_before_start, .timeout = 5)
 	struct r2cc_sendlog_stats st;
 	struct r2cc_replay res;
 
-	r2cc_sendlog_start(log, 0, 1024);
+	r2cc_sendlog_start(log, 0, 0, 1024);
 	fill_a(log);
 	cr_assert_eq(r2cc_sendlog_replay(log, 10, &res), 0);
 	cr_assert_not_null(res.lost);
 	cr_assert_eq(res.lost->wr.wr_id, 4);
 	cr_assert_eq(res.lost->wr.opcode, IBV_WR_ATOMIC_FETCH_AND_ADD);
 	cr_assert_eq(res.nfailed, 4);
-	cr_assert_eq(r2cc_sendlog_start(log, 0, 1024), -EBUSY);
+	cr_assert_eq(r2cc_sendlog_start(log, 0, 0, 1024), -EBUSY);
 	cr_assert_eq(r2cc_sendlog_retire(log, 8), 8);
-	cr_assert_eq(r2cc_sendlog_start(log, 0, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, 0, 0, 1024), 0);
 	r2cc_sendlog_get_stats(log, &st);
 	cr_assert_eq(st.failed, 4);
 	r2cc_sendlog_free(log);
@@ -593,7 +642,7 @@ static struct r2cc_sendlog *lab_log(void)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(1024, 1, 0, false);
 
-	cr_assert_eq(r2cc_sendlog_start(log, 0xfffe00, 1024), 0);
+	cr_assert_eq(r2cc_sendlog_start(log, 0xfffe00, 0, 1024), 0);
 	for (uint64_t id = 1; id <= 600; id++)
 		cr_assert_eq(post(log, IBV_WR_RDMA_WRITE, id, 16384, SIG), 0);
 	cr_assert_eq(ent(log, 32)->first_psn, 0, "WR 33 starts at the wrap");
@@ -645,7 +694,7 @@ Test(sendlog, wrap_in_the_middle_of_the_log, .timeout = 5)
 	struct r2cc_sendlog *log = r2cc_sendlog_new(64, 1, 0, false);
 	struct r2cc_replay res;
 
-	r2cc_sendlog_start(log, 0xfffe00, 1024);
+	r2cc_sendlog_start(log, 0xfffe00, 0, 1024);
 	for (int i = 0; i < 64; i++)
 		post(log, IBV_WR_RDMA_WRITE, i, 16384, i % 4 == 3 ? SIG : 0);
 	cr_assert_eq(ent(log, 31)->first_psn, 0xfffff0);
@@ -658,7 +707,7 @@ Test(sendlog, wrap_in_the_middle_of_the_log, .timeout = 5)
 	r2cc_sendlog_free(log);
 
 	log = r2cc_sendlog_new(64, 1, 0, false);
-	r2cc_sendlog_start(log, 0xfffe00, 1024);
+	r2cc_sendlog_start(log, 0xfffe00, 0, 1024);
 	for (int i = 0; i < 64; i++)
 		post(log, IBV_WR_RDMA_WRITE, i, 16384, i % 4 == 3 ? SIG : 0);
 	cr_assert_eq(r2cc_sendlog_complete(log, 3, IBV_WC_RDMA_WRITE), 4);
@@ -683,7 +732,7 @@ Test(sendlog, grows_to_its_limit_keeping_entries_and_inline_bytes, .timeout = 5)
 	struct ibv_send_wr *w;
 	uint32_t i, n;
 
-	r2cc_sendlog_start(log, 100, 1024);
+	r2cc_sendlog_start(log, 100, 0, 1024);
 	for (i = 0; i < 12; i++) {
 		memset(data[i], 'a' + (int)i, sizeof(data[i]));
 		/* every other WR inline (its bytes copied), the rest by SGE */
@@ -756,7 +805,7 @@ Test(sendlog, a_deep_queues_log_starts_small_and_grows, .timeout = 5)
 	uint32_t i;
 
 	cr_assert_not_null(log);
-	r2cc_sendlog_start(log, 100, 1024);
+	r2cc_sendlog_start(log, 100, 0, 1024);
 	for (i = 0; i < 600; i++) {
 		wr.wr_id = i;
 		wr.send_flags = i % 16 == 15 ? SIG : 0;
