@@ -25,13 +25,37 @@ qp_trace_start() {
 		>> $TRACE/kprobe_events || return 0
 	echo tai > $TRACE/trace_clock
 	echo 8192 > $TRACE/buffer_size_kb
+	comp_seq_probe
 	echo stacktrace > $TRACE/events/r2cc/qp_err/trigger
 	echo 'status != 0 && status != 5' > $TRACE/events/r2cc/cqe_err/filter
 	echo 1 > $TRACE/events/r2cc/enable
 }
 
+# rxe's completer failing a QP on a response out of sequence with a
+# success for its WR (rxe_comp.c's COMPST_ERROR while the WQE's status is
+# still IB_WC_SUCCESS; a QP reset in the middle of a READ's response keeps
+# its place there): a probe on that branch, at its offset in the lab
+# kernel's rdma_rxe only (registers: r12 the QP, r14 the WQE, bp the
+# packet; comp.psn +0x42c, comp.opcode +0x430). Counted at the finish.
+RXE_BUILD_ID=e50248c29f0bbeda99f38467b5638f7141878947
+comp_seq_probe() {
+	local id
+	id=$(od -An -tx1 -j16 /sys/module/rdma_rxe/notes/.note.gnu.build-id \
+		2>/dev/null | tr -d ' \n')
+	[ "$id" = $RXE_BUILD_ID ] || return 0
+	echo 'p:r2cc/comp_seq rdma_rxe:rxe_completer+0x3a3 qpn=+176(%r12):u32 status=+0x90(%r14):u32 comp_psn=+0x42c(%r12):u32 comp_opcode=+0x430(%r12):s32 wr_opcode=+0xc(%r14):u32 first_psn=+0xa4(%r14):u32 psn=+0x24(%bp):u32 opcode=+0x2d(%bp):u8' \
+		>> $TRACE/kprobe_events || return 0
+	echo 'status == 0' > $TRACE/events/r2cc/comp_seq/filter
+}
+
 finish() {
-	[ -r $TRACE/trace ] && cat $TRACE/trace > "$LAB/$NODE.kernel-qp.trace"
+	local n
+	if [ -r $TRACE/trace ]; then
+		cat $TRACE/trace > "$LAB/$NODE.kernel-qp.trace"
+		n=$(grep -c ' comp_seq: ' "$LAB/$NODE.kernel-qp.trace")
+		[ -d $TRACE/events/r2cc/comp_seq ] &&
+			metric "rxe.$NODE.completer_seq_errors" "$n"
+	fi
 	echo "$1" > "$LAB/$NODE.done"
 	sync
 	exit 0
