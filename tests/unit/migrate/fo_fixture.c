@@ -414,7 +414,13 @@ void post_op(uint64_t wr_id, enum ibv_wr_opcode op)
 
 void post_flags(uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags)
 {
-	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
+	post_sized(wr_id, op, 100, flags);
+}
+
+void post_sized(uint64_t wr_id, enum ibv_wr_opcode op, uint32_t len,
+		unsigned int flags)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = len, .lkey = 7 };
 	struct ibv_send_wr wr = { .wr_id = wr_id,
 				  .sg_list = &sge,
 				  .num_sge = 1,

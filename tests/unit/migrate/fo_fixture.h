@@ -113,6 +113,9 @@ void peer_moves(uint32_t qpn, uint32_t psn, uint64_t recvs, bool taken);
 void post_op(uint64_t wr_id, enum ibv_wr_opcode op);
 /* The same with @flags (IBV_SEND_*) */
 void post_flags(uint64_t wr_id, enum ibv_wr_opcode op, unsigned int flags);
+/* The same, @len bytes */
+void post_sized(uint64_t wr_id, enum ibv_wr_opcode op, uint32_t len,
+		unsigned int flags);
 void post(uint64_t wr_id);
 /* The peer's FAILOVER or FAILOVER_ACK, for a move of reason @why */
 void peer_says_why(uint8_t type, uint8_t why, bool valid, uint32_t rq_psn,

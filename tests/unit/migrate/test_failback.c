@@ -111,22 +111,6 @@ Test(failback, rnr_timers_capped_at_0_64_ms)
 	cr_assert_eq(r2cc_mig_rnr_timer(31), MIG_RNR_TIMER, "491.52 ms");
 }
 
-/* A READ of 4 KiB (4 packets at the fixture's MTU), signaled */
-static void post_read(uint64_t wr_id)
-{
-	struct ibv_sge sge = { .addr = 0x1000, .length = 4096, .lkey = 7 };
-	struct ibv_send_wr wr = { .wr_id = wr_id,
-				  .sg_list = &sge,
-				  .num_sge = 1,
-				  .opcode = IBV_WR_RDMA_READ,
-				  .send_flags = IBV_SEND_SIGNALED },
-			   *bad;
-
-	wr.wr.rdma.remote_addr = 0x2000;
-	wr.wr.rdma.rkey = 9;
-	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
-}
-
 /* The primary left with a READ under way (rxe may keep its response's
  * place across RESET): back on it, a zero-length READ of r2cc's goes
  * first, its PSN before the replay's, its completion never delivered.
@@ -138,7 +122,8 @@ Test(failback, a_primary_left_mid_read_is_healed_first, .init = fb_setup,
 	int n;
 
 	r2cc_mig_test_peer_mr(PEER, 1, 9, 0x10009);
-	post_read(1);
+	/* 4 packets at the fixture's MTU of 1024 */
+	post_sized(1, IBV_WR_RDMA_READ, 4096, IBV_SEND_SIGNALED);
 	fo_rail_down(0);
 	peer_moves(PEER_QPN, 0x500, 0, false);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
