@@ -8,7 +8,10 @@
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root
 ulimit -l unlimited
-ulimit -c 0
+# A process that crashes leaves its core in the run folder (at most
+# 256 MiB), and finish() its backtrace beside it
+ulimit -c $((256 * 1024))
+echo "$LAB/core.$NODE.%p.%E" > /proc/sys/kernel/core_pattern
 
 # The kernel's side of a failure, for its post-mortem: every rxe QP that
 # went to ERR of its own (the responder's or the completer's error; with
@@ -48,8 +51,23 @@ comp_seq_probe() {
 	echo 'status == 0' > $TRACE/events/r2cc/comp_seq/filter
 }
 
+# Each core in the run folder: every thread's backtrace, as
+# core.NODE.PID.EXE.txt (EXE's path with '!' for '/', as core_pattern's %E).
+core_backtraces() {
+	local c exe
+	for c in "$LAB/core.$NODE".*; do
+		[ -f "$c" ] && [[ $c != *.txt ]] || continue
+		exe=${c#"$LAB/core.$NODE".*.}
+		exe=${exe//!//}
+		bounded 120 gdb -batch -nx -ex 'thread apply all bt' "$exe" "$c" \
+			> "$c.txt" 2>&1
+		log "a core of $exe: backtrace in ${c##*/}.txt"
+	done
+}
+
 finish() {
 	local n
+	core_backtraces
 	if [ -r $TRACE/trace ]; then
 		cat $TRACE/trace > "$LAB/$NODE.kernel-qp.trace"
 		n=$(grep -c ' comp_seq: ' "$LAB/$NODE.kernel-qp.trace")
