@@ -507,8 +507,8 @@ uint64_t r2cc_mig_pushed(struct r2cc_mig_cq *mc)
  * lock, so the lock order QP -> CQ forbids holding mc->lock here while
  * taking a QP's). An entry may be stale or torn while a QP is detached:
  * backup_poll1() checks it under the QP's lock, a released QP's
- * memory is never freed (r2cc_mig_release()), nor an outgrown list before
- * its CQ (wake.c).
+ * memory outlives it by a second and MIG_RETIRED frees (objects.c), and
+ * an outgrown list is not freed before its CQ (wake.c).
  */
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 {

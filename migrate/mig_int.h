@@ -150,6 +150,9 @@ struct r2cc_mig_srq {
 struct r2cc_mig_qp {
 	struct r2cc_mig_qp *next; /* ps.qps */
 	uint64_t freed_ns; /* r2cc_mig_free()'s time (objects.c, ps.lock) */
+	/* The rebind sweep asks placement about its QP with no lock held
+	 * (rebind.c): r2cc_mig_release() waits (ps.lock, ps.placed_cv) */
+	bool placing;
 	/* Chains of ps.by_qpn and ps.by_dest (objects.c, ps.lock) */
 	struct r2cc_mig_qp *qpn_next, *dest_next;
 	bool dest_indexed;
@@ -345,6 +348,7 @@ struct r2cc_mig_state {
 	unsigned int nnodes, nodes_cap;
 	bool nodes_said; /* no memory for one more: said once */
 	pthread_cond_t peer_cv; /* with lock: a QP's peer became known */
+	pthread_cond_t placed_cv; /* with lock: a QP's placing ended */
 };
 extern struct r2cc_mig_state ps;
 

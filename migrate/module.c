@@ -25,7 +25,8 @@
 #include "untune.h"
 
 struct r2cc_mig_state ps = { .lock = PTHREAD_MUTEX_INITIALIZER,
-			     .peer_cv = PTHREAD_COND_INITIALIZER };
+			     .peer_cv = PTHREAD_COND_INITIALIZER,
+			     .placed_cv = PTHREAD_COND_INITIALIZER };
 
 void r2cc_mig_set_state(struct r2cc_mig_qp *mq, uint32_t st)
 {

@@ -317,6 +317,11 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	if (!mq)
 		return;
 	pthread_mutex_lock(&ps.lock);
+	/* Placement is being asked about the program's QP (rebind.c): the
+	 * provider must not free it meanwhile. Bounded by that call (local
+	 * queries, no network, none of the program's locks). */
+	while (mq->placing)
+		pthread_cond_wait(&ps.placed_cv, &ps.lock);
 	for (pp = &ps.qps; *pp && *pp != mq; pp = &(*pp)->next)
 		;
 	if (*pp) {

@@ -105,6 +105,7 @@ void r2cc_mig_rebind_sweep(void)
 			r2cc_mig_unprotected(mq, R2CC_UNPROT_NO_RAIL,
 					     "its SRQ's standby rail is down");
 		} else if (lost_standby(mq) && n < REBIND_BATCH) {
+			mq->placing = true; /* not destroyed until asked */
 			lost[n++] = mq;
 		} else if (lost_standby(mq)) {
 			atomic_store(&ps.rebind, true); /* the next tick */
@@ -116,12 +117,15 @@ void r2cc_mig_rebind_sweep(void)
 		struct r2cc_mig_desc d;
 
 		/* Placement weighs every QP's standby rail (ps.lock): asked
-		 * with no lock held. QPs are never freed (objects.c). */
+		 * with no lock held; the program's destroy waits for it
+		 * (placing: r2cc_mig_release()). */
 		memset(&d, 0, sizeof(d));
 		ret = ps.env.standby_rail ?
 			      ps.env.standby_rail(lost[i]->qp, &d) :
 			      -ENOSYS;
 		pthread_mutex_lock(&ps.lock);
+		lost[i]->placing = false;
+		pthread_cond_broadcast(&ps.placed_cv);
 		pthread_mutex_lock(&lost[i]->lock);
 		if (!lost_standby(lost[i]))
 			; /* moved, released, or bound again meanwhile */

@@ -140,7 +140,7 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 	(void)fd;
 	/* The fd is non-blocking: every event pending, then EAGAIN. */
 	while (!ps.v.get_cq_event(ch, &cq, &ctx)) {
-		struct r2cc_mig_qp *mq = ctx; /* never freed */
+		struct r2cc_mig_qp *mq = ctx; /* (objects.c: kept) */
 
 		/* Acked first: a destroy of this CQ waits for it. */
 		ps.v.ack_cq_events(cq, 1);

@@ -192,11 +192,13 @@ static int f_query_gid(struct ibv_context *c, uint8_t port, int index,
 }
 
 int fo_standby = 2;
+void (*fo_standby_hook)(struct ibv_qp *qp);
 static struct ibv_pd spd;
 
 static int f_standby_rail(struct ibv_qp *qp, struct r2cc_mig_desc *d)
 {
-	(void)qp;
+	if (fo_standby_hook)
+		fo_standby_hook(qp);
 	if (fo_standby < 0)
 		return -ENODEV;
 	d->backup_rail = fo_standby;
@@ -321,6 +323,7 @@ void start(void)
 	struct r2cc_config cfg;
 	FILE *f;
 
+	fo_standby_hook = NULL;
 	snprintf(secret, sizeof(secret), "/tmp/r2cc-test-fo.%d", getpid());
 	f = fopen(secret, "w");
 	cr_assert(f);

@@ -60,6 +60,9 @@ extern struct r2cc_mig_cq *mc; /* the program's CQ's */
 extern struct r2cc_mig_qp *mq; /* the protected QP */
 /* The rail the shim's placement gives a new standby (-1: none up). */
 extern int fo_standby;
+/* Called with the QP placement is asked about, before it answers (NULL:
+ * none; reset by start()) */
+extern void (*fo_standby_hook)(struct ibv_qp *qp);
 /* Sends to the peer kept (not sent) while true: the last FO_SENT of them,
  * fo_nsent in all. */
 #define FO_SENT 16

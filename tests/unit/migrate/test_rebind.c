@@ -15,6 +15,10 @@
 #include <criterion/criterion.h>
 #include <infiniband/verbs.h>
 #include <string.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fo_fixture.h"
@@ -334,4 +338,57 @@ Test(rebind, a_standby_a_move_back_could_not_rearm_moves_to_a_rail_up,
 	/* a REARM of the old round is stale now */
 	peer_rearms(0x704, 0);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+}
+
+/* The program destroys its QP while the rebind sweep asks placement about
+ * it (rebind.c asks with no lock held): the destroy must wait until
+ * placement is done with the QP, or the shim's placement reads what the
+ * provider freed (protect.c: qp->pd, q->qp->context). */
+static sem_t destroyed;
+static pthread_t destroyer;
+static _Atomic bool prim_freed, placed_freed;
+
+static void *program_destroys(void *arg)
+{
+	(void)arg;
+	r2cc_mig_release(mq); /* ibv_destroy_qp's first step */
+	atomic_store(&prim_freed, true); /* then the provider frees it */
+	sem_post(&destroyed);
+	return NULL;
+}
+
+static void destroy_while_placed(struct ibv_qp *qp)
+{
+	struct timespec ts;
+
+	(void)qp;
+	fo_standby_hook = NULL;
+	pthread_create(&destroyer, NULL, program_destroys, NULL);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1; /* at once, unless the destroy waits for us */
+	sem_timedwait(&destroyed, &ts);
+	/* what placement reads of the QP from here on */
+	if (atomic_load(&prim_freed))
+		atomic_store(&placed_freed, true);
+}
+
+static void fini_destroyed(void)
+{
+	cr_expect_eq(r2cc_mig_test_refused(), 0);
+	r2cc_mig_test_free(mq); /* released by the program's destroy */
+	r2cc_mig_cq_free(mc);
+	r2cc_mig_stop();
+}
+
+Test(rebind, a_qp_destroyed_while_placed_outlives_the_placement,
+     .init = rebind_setup, .fini = fini_destroyed, .timeout = 20)
+{
+	sem_init(&destroyed, 0, 0);
+	fo_standby_hook = destroy_while_placed;
+	fo_rail_down(1);
+	pthread_join(destroyer, NULL);
+	cr_assert(atomic_load(&prim_freed), "the destroy went through");
+	cr_assert(!atomic_load(&placed_freed),
+		  "placement was asked about a QP the program had destroyed");
+	cr_assert(!r2cc_mig_covers(mq));
 }
