@@ -59,8 +59,9 @@ static int send_bind(struct r2cc_mig_qp *mq, uint8_t flags)
 		m->qp_bind.psn = mq->bqp ? mq->bpsn : 0;
 		m->qp_bind.rail = (uint8_t)mq->backup_rail;
 		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
-		m->qp_bind.flags = (mq->srq ? R2CC_CTRL_BIND_PINNED : 0) |
-				   (mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY) | flags;
+		m->qp_bind.flags =
+			(mq->srq || mq->keep_rail ? R2CC_CTRL_BIND_PINNED : 0) |
+			(mq->bqp ? 0 : R2CC_CTRL_BIND_LAZY) | flags;
 		ret = r2cc_chan_send(mq->peer, m);
 	}
 	free(m);
@@ -267,9 +268,16 @@ out:
  * the other remakes its backup there: a rail-optimised fabric joins rail
  * i of one node to rail i of the others only. An end whose QP is on an
  * SRQ cannot move (its SRQ's backups share a rail): it keeps its rail;
- * if both are pinned to different rails, neither is protected. True: @b
- * may be used now.
+ * so does an end that would take a rail down here (its own up): both say
+ * so as pinned. If both are pinned to different rails, or the pinned
+ * peer's rail is down here, neither is protected. True: @b may be used
+ * now.
  */
+static bool rail_down(int rail)
+{
+	return r2cc_health_get(rail).state == R2CC_RAIL_DOWN;
+}
+
 static bool agree_rail(struct r2cc_mig_qp *mq,
 		       const struct r2cc_ctrl_qp_bind *b, bool adopt)
 {
@@ -291,6 +299,22 @@ static bool agree_rail(struct r2cc_mig_qp *mq,
 		r2cc_dbg("QP %#x: backup on rail %d, the peer's on %d: the "
 			 "peer's moves",
 			 mq->qpn, mq->backup_rail, rail);
+		return false;
+	}
+	if (!adopt && rail_down(rail)) {
+		if (peer_pinned || mq->backup_rail < 0 ||
+		    rail_down(mq->backup_rail)) {
+			r2cc_mig_unprotected(mq, R2CC_UNPROT_NO_RAIL,
+					     "the peer keeps its backup on a "
+					     "rail down here");
+			return false;
+		}
+		if (!mq->keep_rail)
+			r2cc_info("QP %#x: the peer's backup rail %d is down "
+				  "here: this side keeps rail %d",
+				  mq->qpn, rail, mq->backup_rail);
+		mq->keep_rail = true;
+		mq->bind_sent = false; /* ours again, pinned */
 		return false;
 	}
 	memset(&d, 0, sizeof(d));

@@ -203,6 +203,9 @@ struct r2cc_mig_qp {
 	uint8_t binds; /* our QP_BIND sent while binding, so far */
 	uint64_t bind_ns; /* when it last went (unanswered: it goes again) */
 	bool bind_sent, bind_got;
+	/* It keeps its standby's rail, said as R2CC_CTRL_BIND_PINNED: the
+	 * peer's choice was down here (bind.c; a new placement clears it) */
+	bool keep_rail;
 	struct r2cc_ctrl_qp_bind peer_bind; /* the peer's QP_BIND */
 	struct r2cc_status_qp *slot;
 	struct r2cc_mig_cq *scq, *rcq; /* the program's CQs' */

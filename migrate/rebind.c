@@ -44,6 +44,7 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 	}
 	r2cc_mig_fb_rearm_drop(mq);
 	mq->bind_sent = mq->bind_got = false;
+	mq->keep_rail = false; /* placement chose again */
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
 	ret = r2cc_mig_send_bind(mq, true);
 	if (ret) {

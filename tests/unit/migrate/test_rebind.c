@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mig_int.h" /* (before the fixture: its mq is global) */
 #include "fo_fixture.h"
 #include "protect.h"
 #include "tick.h"
@@ -50,7 +51,9 @@ static void peer_binds(int rail, uint32_t bqpn, uint8_t flags)
 	m.qp_bind.rail = (uint8_t)rail;
 	m.qp_bind.mtu = IBV_MTU_1024;
 	m.qp_bind.flags = flags;
-	/* the GIDs the fixture's query answers (index 0: all zero) */
+	/* the GIDs the fixture's query answers (index 0: all zero), ours
+	 * as the test may have set it */
+	memcpy(m.qp_bind.peer.gid, mq->gid, 16);
 	r2cc_mig_test_peer_binds(PEER, &m);
 }
 
@@ -96,6 +99,45 @@ Test(rebind, the_peers_new_standby_makes_ours_follow, .init = rebind_setup,
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
 	cr_assert_eq(back.state, IBV_QPS_RTS,
 		     "connected to the peer's new one");
+}
+
+/* The peer's answer names a rail down here: this end, though it would
+ * take the peer's rail (its GID is the higher), keeps its own, up, and
+ * binds again pinned; the peer takes ours. Taking the peer's would leave
+ * the peer protected and this end not (a standby on a dead rail). */
+Test(rebind, a_peers_rail_down_here_is_not_taken, .init = rebind_setup,
+     .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *b;
+	int made;
+
+	fo_rail_down(1);
+	mq->gid[15] = 1; /* ours the higher: the peer's choice wins */
+	made = nmade;
+	b = last_bind();
+	cr_assert(b && b->qp_bind.rail == 2, "our new standby on rail 2");
+	cr_assert_not(b->qp_bind.flags & R2CC_CTRL_BIND_PINNED);
+	r2cc_health_report(3, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
+	peer_binds(3, 0x78, 0);
+	cr_assert_eq(nmade, made, "no standby made on the rail down");
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_BINDING);
+	b = last_bind();
+	cr_assert(b, "ours again");
+	cr_assert_eq(b->qp_bind.rail, 2, "on its own rail");
+	cr_assert(b->qp_bind.flags & R2CC_CTRL_BIND_PINNED, "kept: pinned");
+	peer_binds(2, 0x79, 0);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
+	cr_assert_eq(back.state, IBV_QPS_RTS);
+}
+
+/* Pinned, the peer keeps a rail down here: no rail both can take. */
+Test(rebind, a_pinned_peer_on_a_rail_down_here_leaves_it_unprotected,
+     .init = rebind_setup, .fini = teardown, .timeout = 10)
+{
+	fo_rail_down(1);
+	r2cc_health_report(3, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
+	peer_binds(3, 0x78, R2CC_CTRL_BIND_PINNED);
+	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE);
 }
 
 /* Bound, the peer's bind heard again (it never got ours): ours goes again
