@@ -90,7 +90,7 @@ static void fb_reset(struct r2cc_mig_qp *mq, uint64_t now)
 static int recycle(struct r2cc_mig_qp *mq)
 {
 	struct ibv_qp_attr a;
-	int ret;
+	int ret, t;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
@@ -125,7 +125,13 @@ static int recycle(struct r2cc_mig_qp *mq)
 		return ret;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	r2cc_mig_path_tries(mq, &a);
+	/* Capped as the shim caps the program's (a black hole must end,
+	 * within R2CC_DETECT_MS). */
+	a.retry_cnt = mq->attr.retry_cnt > 6 ? 6 : mq->attr.retry_cnt;
+	t = r2cc_rc_timeout_for(ps.detect_ms, a.retry_cnt + 1U);
+	a.timeout = !mq->attr.timeout || mq->attr.timeout > t ?
+			    (uint8_t)t :
+			    mq->attr.timeout;
 	/* The peer's replay may beat our re-posted receives (as on the
 	 * backup): RNR waits, it must not fail. */
 	a.rnr_retry = 7;

@@ -62,24 +62,12 @@ static int backup_rtr(struct r2cc_mig_qp *mq)
 				      IBV_QP_MIN_RNR_TIMER);
 }
 
-void r2cc_mig_path_tries(const struct r2cc_mig_qp *mq, struct ibv_qp_attr *a)
-{
-	int t;
-
-	/* 7 is endless on rxe (and on any HCA reading the spec's 3 bits
-	 * literally) */
-	a->retry_cnt = mq->attr.retry_cnt > 6 ? 6 : mq->attr.retry_cnt;
-	t = r2cc_rc_timeout_for(ps.detect_ms, a->retry_cnt + 1U);
-	a->timeout = !mq->attr.timeout || mq->attr.timeout > t ?
-			     (uint8_t)t :
-			     mq->attr.timeout;
-}
-
 /* The program's QP is at RTS and the backup at RTR: the backup follows,
- * its tries as short as its primary's. A lost packet costs a timeout:
- * with the program's (rdma_cm's 2.1 s) a lossy standby rail stalls the
- * connection for seconds a loss, and a black hole on it would wait that
- * long times the retries before the move back. */
+ * with the program's own timeout and retries. Not capped like the
+ * primary's: the only move from the backup is back to the primary (when
+ * the backup's rail goes down, or a path error shows on it), so capping
+ * would mostly turn what the program would ride out (a stall; 7 is
+ * endless on rxe) into an error it would not have seen. */
 int r2cc_mig_backup_rts(struct r2cc_mig_qp *mq)
 {
 	struct ibv_qp_attr a;
@@ -89,7 +77,8 @@ int r2cc_mig_backup_rts(struct r2cc_mig_qp *mq)
 		return 0;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	r2cc_mig_path_tries(mq, &a);
+	a.timeout = mq->attr.timeout;
+	a.retry_cnt = mq->attr.retry_cnt;
 	a.rnr_retry = 7;
 	a.sq_psn = mq->bpsn;
 	a.max_rd_atomic = mq->attr.max_rd_atomic;

@@ -41,10 +41,6 @@ void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
  * our receives at every move, and rdma_cm leaves 0, the longest (655 ms
  * a NAK). Any mq lock. */
 uint8_t r2cc_mig_rnr_timer(uint8_t prog);
-/* @a's retry_cnt and ACK timeout for a path of @mq going to RTS (the
- * standby, a recycled primary): the program's, capped as the shim caps
- * them on its QP, so that a black hole ends within R2CC_DETECT_MS. */
-void r2cc_mig_path_tries(const struct r2cc_mig_qp *mq, struct ibv_qp_attr *a);
 /* Our GIDs into @mq: the program's, and the standby's at the same index
  * (RoCE v2 over IPv4 sits at the same index on every rail of a node). */
 int r2cc_mig_read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);

@@ -218,9 +218,8 @@ static bool to_sqd(struct r2cc_mig_qp *mq)
 	bool draining;
 	int err;
 
-	/* Its connection is on the standby (not the program's QP to take
-	 * to SQD: it keeps r2cc's values), or r2cc failed its primary:
-	 * nothing lowered of the program's QP is live */
+	/* Its connection is on the backup (made with the program's
+	 * values), or r2cc failed its primary: nothing lowered is live */
 	if (mq->on_backup || mq->perr || !mq->rts || !mq->psend ||
 	    qp_state(mq, &draining) != IBV_QPS_RTS) {
 		tune_step(mq, R2CC_TUNE_DUE, R2CC_TUNE_OWN);

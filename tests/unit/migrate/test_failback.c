@@ -102,23 +102,6 @@ Test(failback, both_ready_move_back, .init = fb_setup, .fini = teardown,
 	moved_back(psn);
 }
 
-/* Every path of a protected QP tries as briefly as the shim makes the
- * program's (R2CC_DETECT_MS 500 over 7 tries: ACK timeout 14, retry 6),
- * not with the program's 20 and 7 (forever, on rxe): the standby from
- * its first RTS, the recycled primary at a move back. */
-Test(failback, every_path_tries_as_briefly_as_the_primary, .init = fb_setup,
-     .fini = teardown, .timeout = 10)
-{
-	cr_assert_eq(back.timeout, 14, "the standby: %u", back.timeout);
-	cr_assert_eq(back.retry_cnt, 6);
-	cr_assert_eq(back.rnr_retry, 7, "a replay may beat the re-posts");
-	fo_on_the_standby();
-	round_begun();
-	cr_assert_eq(prim.timeout, 14, "the recycled primary: %u",
-		     prim.timeout);
-	cr_assert_eq(prim.retry_cnt, 6);
-}
-
 Test(failback, rnr_timers_capped_at_0_64_ms)
 {
 	cr_assert_eq(r2cc_mig_rnr_timer(0), MIG_RNR_TIMER, "655.36 ms");
