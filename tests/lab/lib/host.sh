@@ -98,30 +98,13 @@ lab_build_initrd() {
 	rm -rf "$stage"
 }
 
-# The lab's wires are QEMU's socket netdevs: UDP on 127.0.0.1, each
-# socket with the host's default receive buffer (QEMU sets none). At
-# Debian's 208 KiB a READ's response burst overflows it while the
-# receiving QEMU is busy emulating: a 10-minute soak lost 14 % of all
-# datagrams (/proc/net/snmp RcvbufErrors), every loss an ACK timeout in
-# rxe. LAB_UDP_RCVBUF (bytes) is the default while a lab runs.
-LAB_UDP_RCVBUF=16777216
-
 # lab_udp_drops: datagrams the host's full UDP receive buffers dropped
+# so far. The lab's wires are QEMU's socket netdevs, UDP on 127.0.0.1,
+# each socket with the host's default receive buffer (QEMU sets none):
+# a READ's response burst overflows it while the receiving QEMU is busy
+# emulating, and each drop is an ACK timeout and a retransmission in rxe.
 lab_udp_drops() {
 	awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { print $6 }' /proc/net/snmp
-}
-
-# lab_udp_buffers: raise net.core.rmem_default to LAB_UDP_RCVBUF if it is
-# lower; prints the value to restore (nothing if unchanged).
-lab_udp_buffers() {
-	local f=/proc/sys/net/core/rmem_default old
-	old=$(cat $f 2> /dev/null) || return 0
-	[ "$old" -lt $LAB_UDP_RCVBUF ] || return 0
-	if echo $LAB_UDP_RCVBUF 2> /dev/null > $f; then
-		echo "$old"
-	else
-		echo "lab: cannot raise net.core.rmem_default ($old): the emulated wires drop more" >&2
-	fi
 }
 
 # lab_port_base N: a base port with N consecutive free UDP ports. QEMU's
