@@ -117,8 +117,8 @@ barrier $N.cleared 60
 # at 1.25 MB/s three QPs' worth is about 160 ms, past the ACK timeout r2cc
 # gives at its default R2CC_DETECT_MS (67 ms a try), so the queue would
 # read as a black hole: 4 s here, and perftest's own timeout 1 s (-u 18).
-# The rate is one the emulated CPU exceeds on a slow host: at 16 Mb/s a
-# 2-core machine's rails carried 69-80 % of it before the fault.
+# The rate fits a slow host: on a 2-core machine the rails carried 69-80 %
+# of 16 Mb/s before the fault, 87-92 % of 10 Mb/s.
 N=place.bw
 BW_RATE=10 # Mb/s, each rail, each way
 BW_LOG=$LAB/$NODE.$N.log
