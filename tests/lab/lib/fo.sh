@@ -25,7 +25,7 @@ ctl_wait() {
 			"$CTL" metrics > "$LAB/$NODE.$1.metrics" 2>&1
 			jq -e "any(.[]; .protection == \"$2\")" \
 				"$LAB/$NODE.$1.conn.json" > /dev/null 2>&1 && break
-			sleep 0.5
+			nap 0.5
 		done
 	) &
 	CTL_PID=$!

@@ -4,8 +4,16 @@
 
 # gen_line NAME: the client's summary line (empty if it printed none).
 gen_line() { grep '^r2cc-gen: role=client' "$LAB/b.$1.out" | tail -1; }
-# field LINE KEY: one key=value of a summary line.
-field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+# field LINE KEY: one key=value of a summary line (no fork: under TCG each
+# one costs a fraction of a second, and a case reads dozens).
+field() {
+	local w ws
+	read -ra ws <<< "$1"
+	for w in "${ws[@]}"; do
+		[ "${w%%=*}" = "$2" ] && echo "${w#*=}"
+	done
+	return 0
+}
 
 # gen_clean LINE: the summary LINE exists and counts no mismatch,
 # duplicate, loss, order error or error.
@@ -19,11 +27,12 @@ gen_clean() {
 
 # record NAME: the client's figures as metrics; prints the summary line.
 record() {
-	local line k
+	local line k v
 	line=$(gen_line "$1")
 	for k in ops bytes_verified mismatches duplicates losses order_errors \
 		longest_stall_ms errors; do
-		metric "gen.$1.$k" "$(field "$line" $k | grep . || echo none)"
+		v=$(field "$line" $k)
+		metric "gen.$1.$k" "${v:-none}"
 	done
 	echo "$line"
 }

@@ -45,7 +45,7 @@ mac_dev() {
 rail_dev() { mac_dev "$(rail_mac "$NODE" "$1")"; }
 mgmt_dev() { mac_dev "$(rail_mac "$NODE" 99)"; }
 
-log() { echo "[$NODE $(date +%T)] $*"; }
+log() { printf '[%s %(%T)T] %s\n' "$NODE" -1 "$*"; }
 
 # nap SECS: sleep without a fork. Under TCG, with the guest's one CPU kept
 # busy by the program under test, forking and exec'ing sleep(1) takes most
@@ -122,26 +122,25 @@ bounded() {
 
 # barrier NAME [SECONDS]: wait until the peer reached the same barrier.
 barrier() {
-	local name=$1 t=${2:-120} i=0
+	local name=$1 t=${2:-120} end
 	mkdir -p "$LAB/barrier"
 	: > "$LAB/barrier/$name.$NODE"
+	end=$((SECONDS + t))
 	while [ ! -e "$LAB/barrier/$name.$PEER" ]; do
-		i=$((i + 1))
-		if [ $i -gt $((t * 10)) ]; then
+		if [ $SECONDS -ge $end ]; then
 			check fail "barrier.$name" "peer not there after ${t}s"
 			return 1
 		fi
-		sleep 0.1
+		nap 0.1
 	done
 }
 
 # wait_listen PORT [SECONDS]: a local TCP listener is up on PORT.
 wait_listen() {
-	local port=$1 t=${2:-30} i=0
+	local port=$1 end=$((SECONDS + ${2:-30}))
 	while ! ss -Hltn "sport = :$port" | grep -q .; do
-		i=$((i + 1))
-		[ $i -gt $((t * 10)) ] && return 1
-		sleep 0.1
+		[ $SECONDS -ge $end ] && return 1
+		nap 0.1
 	done
 }
 
@@ -305,11 +304,10 @@ fault_clear() {
 
 # wait_port_active RAIL [SECONDS]: the rxe port is ACTIVE again.
 wait_port_active() {
-	local i=0 t=${2:-30}
+	local end=$((SECONDS + ${2:-30}))
 	while ! rdma link show "$(rail_ibdev "$1")/1" | grep -q 'state ACTIVE'; do
-		i=$((i + 1))
-		[ $i -gt $((t * 10)) ] && return 1
-		sleep 0.1
+		[ $SECONDS -ge $end ] && return 1
+		nap 0.1
 	done
 }
 

@@ -60,7 +60,7 @@ until_sum() {
 	local end=$(($(date +%s) + $4))
 	while [ "$(date +%s)" -lt $end ]; do
 		[ "$(stats_sum "$1" "$2")" -ge "$3" ] && return 0
-		sleep 0.5
+		nap 0.5
 	done
 	return 1
 }
@@ -275,7 +275,7 @@ scale_run() {
 		back=$(cat "$LAB/$NODE.$name".*.log | grep -c 'moved back to rail 0')
 		[ "$back" -ge $((m1 - m0)) ] &&
 			[ "$(stats_sum "$name.back" "$prot")" -ge $want ] && break
-		sleep 0.5
+		nap 0.5
 	done
 	metric "$name.$NODE.moved_back" "$back"
 	net_snap "$name.back"
