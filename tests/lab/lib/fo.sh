@@ -46,7 +46,7 @@ gen_fo() {
 	[ "$NODE" = "$fnode" ] && fault_midrun "$name" "$@"
 	ctl_wait "$name" migrated
 	pair "$name" ok 150 18600 "$R2CC $GEN${GEN_X:+ $GEN_X} -i 1" \
-		"$R2CC $GEN${GEN_X:+ $GEN_X} -t ${GEN_T:-30} -i 1 \$SERVER"
+		"$R2CC $GEN${GEN_X:+ $GEN_X} -t ${GEN_T:-15} -i 1 \$SERVER"
 	[ "$NODE" = "$fnode" ] && wait "$FAULT_PID"
 	wait "$CTL_PID"
 	# r2cc-ctl saw the QPs on their backup rail, a failover counted
@@ -302,7 +302,7 @@ mpi_fo() {
 		cov_fault "$name" fault_carrier 0 down
 	else
 		start=$(date +%s)
-		mpi_launch "$name" $bound "$out" "-t 30 ${MPI_PP_ARGS:-}" "$@"
+		mpi_launch "$name" $bound "$out" "-t 20 ${MPI_PP_ARGS:-}" "$@"
 		rc=$?
 		dt=$(($(date +%s) - start))
 		line=$(grep '^mpi_pingpong: ranks=' "$out")

@@ -28,7 +28,7 @@
 
 . "$REPO/tests/lab/lib/fo.sh"
 
-PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 20000 -s 1024"
+PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 6000 -s 1024"
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=debug R2CC_LOG_FILE=$LAB/$NODE.fo.bind.log"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 
@@ -58,8 +58,8 @@ grep -q 'for its failover' "$LAB/$NODE.fo.bind.log" &&
 # program set: r2cc shortens them only for a QP it can fail over.
 R2C1="LD_PRELOAD=$SHIM R2CC_LOG=debug R2CC_LOG_FILE=$LAB/$NODE.fo.oneside.log"
 R2C1="$R2C1 R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
-pair fo.oneside ok 200 18517 "$R2C1 ${PP/-n 20000/-n 200 -p 18517}" \
-	"${PP/-n 20000/-n 200 -p 18517} \$SERVER"
+pair fo.oneside ok 200 18517 "$R2C1 ${PP/-n 6000/-n 200 -p 18517}" \
+	"${PP/-n 6000/-n 200 -p 18517} \$SERVER"
 if [ "$NODE" = a ]; then
 	log=$LAB/a.fo.oneside.log
 	if grep -q "unprotected: the peer's node runs no r2cc" "$log" &&
@@ -72,8 +72,8 @@ fi
 
 # No secret: no control channel; the program is unaffected.
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.fo.nokey.log"
-pair fo.nokey ok 200 18516 "$R2CC ${PP/-n 20000/-n 200 -p 18516}" \
-	"$R2CC ${PP/-n 20000/-n 200 -p 18516} \$SERVER"
+pair fo.nokey ok 200 18516 "$R2CC ${PP/-n 6000/-n 200 -p 18516}" \
+	"$R2CC ${PP/-n 6000/-n 200 -p 18516} \$SERVER"
 grep -q 'no R2CC_SECRET_FILE' "$LAB/$NODE.fo.nokey.log" &&
 	check pass fo.nokey.log "unprotected, said once" ||
 	check fail fo.nokey.log "$(head -5 "$LAB/$NODE.fo.nokey.log")"
@@ -379,7 +379,7 @@ else
 fi
 barrier fo.nopeer.cleared 120
 
-PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 30000 -s 1024"
+PP="ibv_rc_pingpong -d $(rail_ibdev 0) -g 1 -n 10000 -s 1024"
 prog_fo fo.pingpong 8 "$PP" "$PP"
 # 8 QPs on one SRQ each side: they move with it.
 SP="ibv_srq_pingpong -d $(rail_ibdev 0) -g 1 -n 20000 -s 1024 -q 8"

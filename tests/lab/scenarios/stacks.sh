@@ -46,7 +46,7 @@ nccl_case() {
 		fault_after "$LAB/b.$name.out" '^r2cc-nccl: progress' 120 3 \
 			"$name" fault_carrier 0 down
 	fi
-	pair "$name" "$expect" 150 18700 "$pre$NC" "$pre$NC -t 30 \$SERVER"
+	pair "$name" "$expect" 150 18700 "$pre$NC" "$pre$NC -t 20 \$SERVER"
 	[ "$NODE" = b ] && rail0_back
 	line=$(grep '^r2cc-nccl: role=' "$LAB/$NODE.$name.out")
 	if [ "$expect" = fail ]; then
@@ -76,7 +76,7 @@ nccl_case stacks.nccl.base fail ""
 # counted), and rstream over rsockets (-T v: every byte checked; its own
 # rdma_cm ids, synchronous, the channel read by rsockets' own thread).
 # Rail 0's cable on b is pulled 1 s after both nodes' r2cc-ctl have
-# seen the QP protected (cov_fault) and put back 35 s later; b pings a's rail-0 address once it is down, as anything on
+# seen the QP protected (cov_fault) and put back 20 s later; b pings a's rail-0 address once it is down, as anything on
 # the node may, so its neighbour entry fails and the kernel's rdma_cm
 # reports the connection UNREACHABLE: r2cc must keep that from the
 # program, whose QP it moved. The pair ends normally, every RC QP
@@ -90,7 +90,7 @@ cm_case() {
 	barrier "$name.start" 120
 	cov_watch "$name" "$log" 'protected: backup QP'
 	if [ "$NODE" = b ]; then
-		cov_fault "$name" fault_flap 0 "down 35 up 0"
+		cov_fault "$name" fault_flap 0 "down 20 up 0"
 		(
 			for i in $(seq 1800); do
 				[ -e "$LAB/$name.fault" ] && break
@@ -118,12 +118,12 @@ cm_case() {
 }
 A0=$(rail_ip a 0)
 # rping returns 0 on a disconnect too: every ping must have been made.
-cm_case stacks.rping "rping -s -a $A0 -C 12000 -V" \
-	"rping -c -a $A0 -C 12000 -V -v > /tmp/rping.out &&
+cm_case stacks.rping "rping -s -a $A0 -C 5000 -V" \
+	"rping -c -a $A0 -C 5000 -V -v > /tmp/rping.out &&
 	n=\$(grep -c '^ping data' /tmp/rping.out) && echo pings=\$n &&
-	[ \$n = 12000 ]"
-cm_case stacks.rsockets "rstream -b $A0 -T v -S 65536 -C 6000 -I 1" \
-	"rstream -s $A0 -T v -S 65536 -C 6000 -I 1"
+	[ \$n = 5000 ]"
+cm_case stacks.rsockets "rstream -b $A0 -T v -S 65536 -C 2500 -I 1" \
+	"rstream -s $A0 -T v -S 65536 -C 2500 -I 1"
 
 # Memory windows (tests/progs/mw_probe, on a's rail 0 alone: two QPs on
 # two PDs connected to each other): a window bound, written through and
