@@ -111,7 +111,8 @@ static int listen_on(uint16_t port, bool shared, uint16_t *bound)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (shared)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, 64) ||
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    listen(fd, SOMAXCONN) ||
 	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
 		int e = -errno;
 
@@ -521,5 +522,7 @@ void r2cc_chan_get_stats(struct r2cc_chan_stats *st)
 {
 	pthread_mutex_lock(&cs.lock);
 	*st = cs.st;
+	st->lookup_window =
+		cs.lookups.n ? cs.lookups.n : MIG_CHAN_LOOKUPS_START;
 	pthread_mutex_unlock(&cs.lock);
 }

@@ -32,8 +32,17 @@
 #define MIG_CHAN_CONNS_MAX 65536
 #define MIG_CHAN_RES_WAIT_MS 30000
 /* Lookups (a connection each) under way at once, at most; the rest wait
- * their turn, so that peers' calls always find a connection to spare */
+ * their turn, so that peers' calls always find a connection to spare.
+ * Within that, a window (struct chan_lookup_window): it starts at
+ * MIG_CHAN_LOOKUPS_START, grows by one for each lookup answered and is
+ * halved, at most once a step bound and not below MIG_CHAN_LOOKUPS_MIN,
+ * by one that went unanswered: the ranks of a node binding hundreds of
+ * QPs each at once would otherwise overflow the rendezvous' listen
+ * queues (its processes answer more slowly than they are asked), and
+ * each SYN dropped there costs a lookup a second or its step. */
 #define MIG_CHAN_LOOKUPS 64
+#define MIG_CHAN_LOOKUPS_START 8
+#define MIG_CHAN_LOOKUPS_MIN 2
 /* A connection's frames the socket has not taken yet: kept (a burst of
  * failovers, a peer slow to read) up to MIG_CHAN_OUT_MAX bytes, for as
  * long as the peer reads some every MIG_CHAN_OUT_STALL_MS; past either
@@ -175,6 +184,10 @@ struct r2cc_chan_stats {
 	/* connections TCP could not get through, replaced; the frames
 	 * sent again on their replacements, and those found twice */
 	uint64_t stalled, resent, duplicates;
+	/* lookups unanswered (each halving the window at most once a
+	 * step), and the window's size now */
+	uint64_t lookups_lost;
+	int lookup_window;
 };
 void r2cc_chan_get_stats(struct r2cc_chan_stats *st);
 /* For tests: @probe judges whether the channel's connection @fd stalled,

@@ -173,6 +173,10 @@ void chan_conn_close_why(int i, const char *why)
 	 * the peer's by the reset it causes) */
 	if (p)
 		chan_lost(p->id);
+	if (c->res >= 0 && c->role == C_LOOKUP) {
+		cs.st.lookups_lost++;
+		chan_lookup_window_on(&cs.lookups, false, chan_now_ns());
+	}
 	if (c->res >= 0 && c->role == C_LOOKUP && !c->connecting &&
 	    cs.res[c->res]->tries < LOOKUP_TRIES) {
 		/* Connected and asked, and no answer: the listener that took

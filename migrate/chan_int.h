@@ -28,6 +28,16 @@
  * rendezvous accepts them and answers none (see chan_conn_close()) */
 #define LOOKUP_TRIES 3
 
+/* The lookups a process lets run at once (chan.h, MIG_CHAN_LOOKUPS):
+ * chan_lookup_window_on() moves it. */
+struct chan_lookup_window {
+	int n;
+	uint64_t cut_ns; /* its last halving */
+	uint64_t answered_ns; /* the last lookup answered */
+};
+void chan_lookup_window_on(struct chan_lookup_window *w, bool answered,
+			   uint64_t now_ns);
+
 enum conn_role {
 	C_FREE,
 	C_ACCEPTED, /* a peer called us: LOOKUP or HELLO first */
@@ -127,6 +137,7 @@ struct chan_state {
 	struct conn **conns;
 	int nconn, conn_max, nopen; /* nopen: not C_FREE */
 	int nlookup; /* of them C_LOOKUP */
+	struct chan_lookup_window lookups;
 	struct res **res;
 	int nres;
 	/* Every peer process heard from (its replay window outlives its

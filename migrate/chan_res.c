@@ -124,13 +124,37 @@ void chan_res_next_addr(int r)
 		      "no address of the owner took the call");
 }
 
-/* Lookups under way at most: half the connections' budget, at most
- * MIG_CHAN_LOOKUPS, at least one. */
+void chan_lookup_window_on(struct chan_lookup_window *w, bool answered,
+			   uint64_t now_ns)
+{
+	if (w->n < MIG_CHAN_LOOKUPS_MIN || w->n > MIG_CHAN_LOOKUPS)
+		w->n = MIG_CHAN_LOOKUPS_START;
+	if (answered) {
+		w->answered_ns = now_ns;
+		if (w->n < MIG_CHAN_LOOKUPS)
+			w->n++;
+		return;
+	}
+	/* One congestion, one halving: the lookups under way when it began
+	 * go unanswered together */
+	if (w->cut_ns && now_ns - w->cut_ns < MIG_CHAN_STEP_MS * 1000000ULL)
+		return;
+	w->cut_ns = now_ns;
+	w->n = w->n / 2 < MIG_CHAN_LOOKUPS_MIN ? MIG_CHAN_LOOKUPS_MIN :
+						 w->n / 2;
+}
+
+/* Lookups under way at most: the window, within half the connections'
+ * budget, at least one. */
 static int chan_lookups_max(void)
 {
 	int n = cs.conn_max / 2;
 
-	return n < 1 ? 1 : n > MIG_CHAN_LOOKUPS ? MIG_CHAN_LOOKUPS : n;
+	if (!cs.lookups.n)
+		cs.lookups.n = MIG_CHAN_LOOKUPS_START;
+	if (n > cs.lookups.n)
+		n = cs.lookups.n;
+	return n < 1 ? 1 : n;
 }
 
 void chan_res_start(int r)
@@ -138,6 +162,7 @@ void chan_res_start(int r)
 	struct res *x = cs.res[r];
 	struct r2cc_ctrl_addr a = { .family = 4, .port = cs.rdv_port };
 	static const uint8_t v4map[12] = { [10] = 0xff, [11] = 0xff };
+	uint64_t since = x->since_ns;
 	int ret;
 
 	x->started = true;
@@ -152,13 +177,17 @@ void chan_res_start(int r)
 	}
 	memcpy(a.addr, x->q.gid + 12, 4);
 	/* No connection to spare: no dial, it waits (bounded). Lookups take
-	 * half the budget at most (and MIG_CHAN_LOOKUPS): a process binding
-	 * hundreds of QPs at once must leave room for its peers' calls. */
+	 * half the budget at most (and the window): a process binding
+	 * hundreds of QPs at once must leave room for its peers' calls.
+	 * While others' lookups are answered, its turn comes: the bound
+	 * counts from the later of its ask and the last answer. */
 	ret = cs.nopen < cs.conn_max && cs.nlookup < chan_lookups_max() ?
 		      chan_conn_dial(&a, C_LOOKUP, r) :
 		      -EMFILE;
+	if (cs.lookups.answered_ns > since)
+		since = cs.lookups.answered_ns;
 	if ((ret == -EMFILE || ret == -ENFILE) &&
-	    chan_now_ns() - x->since_ns < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
+	    chan_now_ns() - since < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
 		x->started = false;
 		x->tries--;
 	} else if (ret == -EMFILE || ret == -ENFILE) {
@@ -260,6 +289,7 @@ void chan_got_reply(int i, const struct r2cc_ctrl_msg *m)
 	}
 	c->res = -1;
 	chan_conn_close(i); /* the rendezvous is done with */
+	chan_lookup_window_on(&cs.lookups, true, chan_now_ns());
 	if (!lr->found || !lr->owner) {
 		chan_res_fail(r, R2CC_RES_NO_OWNER,
 			      "the node's rendezvous knows no owner");

@@ -26,6 +26,7 @@
 
 #include "chan.h"
 #include "chan_fixture.h"
+#include "chan_int.h"
 #include "policy.h"
 
 Test(chan, resolve_self_then_send)
@@ -421,4 +422,34 @@ Test(chan, a_slow_hello_is_waited_for_past_the_step, .timeout = 30)
 	close(fd);
 	close(lfd);
 	r2cc_chan_stop();
+}
+
+/* The lookups let run at once: one more for each answered (its time
+ * noted: a resolve waiting for its turn waits while answers come), up to
+ * MIG_CHAN_LOOKUPS; halved by one unanswered, once for the lookups that
+ * went unanswered together (within a step bound), never below
+ * MIG_CHAN_LOOKUPS_MIN. */
+Test(chan, the_lookup_window_grows_by_answers_and_halves_once_a_step)
+{
+	struct chan_lookup_window w = { 0 };
+	uint64_t t = 5000000000ULL, step = MIG_CHAN_STEP_MS * 1000000ULL;
+	int i;
+
+	chan_lookup_window_on(&w, true, t);
+	cr_assert_eq(w.n, MIG_CHAN_LOOKUPS_START + 1);
+	cr_assert_eq(w.answered_ns, t);
+	for (i = 0; i < 2 * MIG_CHAN_LOOKUPS; i++)
+		chan_lookup_window_on(&w, true, t);
+	cr_assert_eq(w.n, MIG_CHAN_LOOKUPS);
+	chan_lookup_window_on(&w, false, t);
+	cr_assert_eq(w.n, MIG_CHAN_LOOKUPS / 2);
+	chan_lookup_window_on(&w, false, t + step - 1);
+	cr_assert_eq(w.n, MIG_CHAN_LOOKUPS / 2, "halved twice in one step");
+	chan_lookup_window_on(&w, false, t + step);
+	cr_assert_eq(w.n, MIG_CHAN_LOOKUPS / 4);
+	for (i = 2; i < 12; i++)
+		chan_lookup_window_on(&w, false, t + i * step);
+	cr_assert_eq(w.n, MIG_CHAN_LOOKUPS_MIN);
+	chan_lookup_window_on(&w, true, t + i * step);
+	cr_assert_eq(w.n, MIG_CHAN_LOOKUPS_MIN + 1);
 }
