@@ -111,6 +111,11 @@ check() {
 	echo "CHECK $st $name $*" >> "$RESULTS"
 	log "check $st $name $*"
 }
+# baselines: the run includes the cases that show a fault without r2cc
+# (R2CC_LAB_BASELINES=1, tests/lab/run's default; tests/check runs them
+# only with R2CC_CHECK_FULL=1): the proof that the faults the other cases
+# survive are fatal to the same programs without r2cc.
+baselines() { [ "${LAB_baselines:-1}" = 1 ]; }
 # metric NAME VALUE: a figure for the host's report.
 metric() { echo "METRIC $1 $2" >> "$RESULTS"; }
 

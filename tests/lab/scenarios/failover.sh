@@ -397,6 +397,8 @@ done
 # generator (its stall bound) and ib_write_bw (hung until its bound). (How
 # long the generator then takes to exit is rxe's and the generator's
 # business: gen-baseline bounds it.)
+# (Only with baselines: R2CC_LAB_BASELINES=1, tests/lab/run's default.)
+baselines || return 0
 [ "$NODE" = b ] && fault_midrun fo.base fault_carrier 0 down
 pair fo.base fail $((STALL + 90)) 18600 "$GEN -i 1" "$GEN -t 60 -i 1 \$SERVER"
 if [ "$NODE" = b ]; then

@@ -14,6 +14,7 @@
 # node b (requester). sflush black-holes node a's rail-0 egress (requests
 # arrive, ACKs are lost); retry black-holes both nodes' rail 0.
 # lab-timeout: 540
+# lab-tier: study
 
 FP="$BUILD/tests/progs/fence_probe -d $(rail_ibdev 0) -g 1 -p 18700"
 HOLE="tc qdisc replace dev $(rail_dev 0) root netem loss 100%"

@@ -5,6 +5,7 @@
 # a's egress, each hitting mid-run. That failure is the baseline that the
 # failover scenario must turn into a pass.
 # lab-timeout: 600
+# lab-tier: study
 
 STALL=10 # the generator's --stall-limit
 # -s 8192: messages of up to 8 packets; the emulated wire drops more of

@@ -23,6 +23,7 @@
 # place.bw.lab_ratio (and per rail), place.bw.sim_ratio.<policy>.
 # lab-rails: 3
 # lab-timeout: 500
+# lab-tier: study
 
 SHIM=$BUILD/shim/libr2cc-shim.so
 CTL=$BUILD/tools/r2cc-ctl

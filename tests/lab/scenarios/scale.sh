@@ -32,7 +32,10 @@
 
 RANKS=4
 PORT=18700
-SCALE_Q=${SCALE_Q:-32}
+# Q: R2CC_LAB_SCALE_Q on the host (tests/lab/run; default 32, tests/check
+# 16: on a slow machine the 2048-QP run's moves back outlast rxe's retry
+# budget, issue 16)
+SCALE_Q=${LAB_scale_q:-32}
 GEN="$BUILD/tools/r2cc-gen -d $(rail_ibdev 0) -g 1 -s 1024 --window 2 --timeout 20 --stall-limit 60 --peers $RANKS"
 GEN_ARGS= # more of r2cc-gen's options for a run (its queue sizes)
 # 2048 QPs a node on one emulated CPU: with 32 WRs in flight each, rxe's

@@ -69,7 +69,7 @@ nccl_case() {
 R2CC="LD_PRELOAD=$SHIM R2CC_LOG=info R2CC_LOG_FILE=$LAB/$NODE.stacks.nccl.log"
 R2CC="$R2CC R2CC_SECRET_FILE=$SECRET R2CC_CTRL_IF=$(mgmt_dev)"
 nccl_case stacks.nccl ok "$R2CC "
-nccl_case stacks.nccl.base fail ""
+baselines && nccl_case stacks.nccl.base fail ""
 
 # rdma_cm programs (the kernel's rdma_cm connects them, on rail 0's
 # addresses): rping (-V: every ping's data checked; each one printed, and
@@ -175,6 +175,8 @@ if mpi_setup mpi_pingpong; then
 	mpi_fo stacks.ucx_get \
 		"${MPI_UCX[@]/UCX_RNDV_SCHEME=put_zcopy/UCX_RNDV_SCHEME=get_zcopy}"
 	mpi_fo stacks.rxm "${MPI_RXM[@]}"
-	MPI_BASE=1 MPI_PP_ARGS=$UCX_PP mpi_fo stacks.ucx.base "${MPI_UCX[@]}"
-	MPI_BASE=1 mpi_fo stacks.rxm.base "${MPI_RXM[@]}"
+	if baselines; then
+		MPI_BASE=1 MPI_PP_ARGS=$UCX_PP mpi_fo stacks.ucx.base "${MPI_UCX[@]}"
+		MPI_BASE=1 mpi_fo stacks.rxm.base "${MPI_RXM[@]}"
+	fi
 fi
