@@ -470,18 +470,28 @@ static void case_flood(void)
 	close(fd);
 }
 
+/* 500 peers, each its own id, each answered: the owner's peer table
+ * grows. Right after the flood the owner may still be working through
+ * it under emulation: a HELLO not answered within IO_MS is asked once
+ * more, on a fresh connection, as the same peer (counted apart). */
 static void case_peers(void)
 {
-	int i, ok = 0;
+	int i, ok = 0, again = 0;
 
 	for (i = 0; i < 500; i++) {
-		int fd = open_as(r2cc_ctrl_new_id());
+		uint64_t id = r2cc_ctrl_new_id();
+		int fd = open_as(id);
 
+		if (fd < 0) {
+			fd = open_as(id);
+			again += fd >= 0;
+		}
 		ok += fd >= 0;
 		if (fd >= 0)
 			close(fd);
 	}
-	result("peers", ok == 500, "hellos_answered=%d of 500", ok);
+	result("peers", ok == 500,
+	       "hellos_answered=%d of 500 (%d at a second HELLO)", ok, again);
 }
 
 static int usage(void)
