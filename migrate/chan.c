@@ -406,6 +406,7 @@ int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
 		snprintf(cs.rail_if[i], sizeof(cs.rail_if[i]), "%s",
 			 cfg->rail_if[i] ? cfg->rail_if[i] : "");
 	cs.conn_max = chan_conn_budget();
+	cs.lookups.n = MIG_CHAN_LOOKUPS_START;
 	ret = -ENOMEM;
 	if (!atomic_load_explicit(&cs.peers.table, memory_order_relaxed) &&
 	    r2cc_map_init(&cs.peers))
@@ -522,7 +523,5 @@ void r2cc_chan_get_stats(struct r2cc_chan_stats *st)
 {
 	pthread_mutex_lock(&cs.lock);
 	*st = cs.st;
-	st->lookup_window =
-		cs.lookups.n ? cs.lookups.n : MIG_CHAN_LOOKUPS_START;
 	pthread_mutex_unlock(&cs.lock);
 }

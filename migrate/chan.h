@@ -185,9 +185,8 @@ struct r2cc_chan_stats {
 	 * sent again on their replacements, and those found twice */
 	uint64_t stalled, resent, duplicates;
 	/* lookups unanswered (each halving the window at most once a
-	 * step), and the window's size now */
+	 * step) */
 	uint64_t lookups_lost;
-	int lookup_window;
 };
 void r2cc_chan_get_stats(struct r2cc_chan_stats *st);
 /* For tests: @probe judges whether the channel's connection @fd stalled,

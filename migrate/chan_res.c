@@ -150,8 +150,6 @@ static int chan_lookups_max(void)
 {
 	int n = cs.conn_max / 2;
 
-	if (!cs.lookups.n)
-		cs.lookups.n = MIG_CHAN_LOOKUPS_START;
 	if (n > cs.lookups.n)
 		n = cs.lookups.n;
 	return n < 1 ? 1 : n;
