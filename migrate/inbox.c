@@ -49,6 +49,9 @@ static struct {
 	bool dropped_said;
 } ib = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
+/* The longest a list's answers wait for the rest of it */
+#define INBOX_FLUSH_NS (250 * 1000000ULL)
+
 #define LARGER(a, b) ((a) > (b) ? (a) : (b))
 
 /* The bytes of @m a handler reads: a key list's as long as it is, every
@@ -135,6 +138,7 @@ static void *inbox_thread(void *arg)
 {
 	struct call *list, *c;
 	struct timespec ts;
+	uint64_t flushed;
 	sigset_t all;
 	bool tick;
 
@@ -169,12 +173,21 @@ static void *inbox_thread(void *arg)
 			atomic_store_explicit(&busy_ns, taken_ns,
 					      memory_order_relaxed);
 		pthread_mutex_unlock(&ib.lock);
-		/* what the calls send: one frame per peer */
+		/* what the calls send: one frame per peer, and no later than
+		 * INBOX_FLUSH_NS after the last: a list of a thousand QPs'
+		 * moves takes longer than a peer waits for a first answer
+		 * (MIG_FENCE_MAX_MS, tick.c) */
 		r2cc_chan_hold();
+		flushed = taken_ns;
 		for (; list; list = c) {
 			c = list->next;
 			run(list);
 			free(list);
+			if (c && mono_ns() - flushed >= INBOX_FLUSH_NS) {
+				r2cc_chan_flush();
+				r2cc_chan_hold();
+				flushed = mono_ns();
+			}
 		}
 		r2cc_chan_flush();
 		if (tick && ib.ops.tick)

@@ -5,7 +5,8 @@
  * after what came before it); a key list arrives whole; without the
  * thread they run on the caller's; what waits is bounded; a call held
  * up sees the time its calls were taken up, not its own; the thread is
- * busy while it runs calls, not while it waits.
+ * busy while it runs calls, not while it waits; a long list's answers
+ * go out while it runs.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -27,6 +28,22 @@ static bool hold; /* the handler waits while set */
 /* In the last message's handler: the time, and what the inbox had seen */
 static uint64_t now_in_msg, seen_in_msg;
 static int nheld; /* handlers that found hold set */
+static int slow_ms; /* each handler takes this long */
+static int flushes, mid_flushes; /* mid: with calls of its list left */
+static int list_end; /* the messages handled when the list is done */
+
+/* Linked with --wrap=r2cc_chan_flush: counted, then the real one */
+void __real_r2cc_chan_flush(void);
+void __wrap_r2cc_chan_flush(void);
+void __wrap_r2cc_chan_flush(void)
+{
+	pthread_mutex_lock(&lock);
+	flushes++;
+	if (nmsg > 1 && nmsg < list_end)
+		mid_flushes++;
+	pthread_mutex_unlock(&lock);
+	__real_r2cc_chan_flush();
+}
 
 static void note_thread(void)
 {
@@ -52,6 +69,11 @@ static void on_msg(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	while (hold)
 		pthread_cond_wait(&cond, &lock);
 	note_thread();
+	if (slow_ms) {
+		pthread_mutex_unlock(&lock);
+		usleep((useconds_t)slow_ms * 1000);
+		pthread_mutex_lock(&lock);
+	}
 	now_in_msg = mono_ns();
 	seen_in_msg = r2cc_mig_inbox_seen_ns(now_in_msg);
 	if (m->hdr.type == R2CC_CTRL_MR_KEYS) {
@@ -93,7 +115,7 @@ static void reset(void)
 {
 	caller = pthread_self();
 	nmsg = nres = nticks = order_errors = on_caller = msgs_at_tick = 0;
-	nheld = 0;
+	nheld = slow_ms = flushes = mid_flushes = list_end = 0;
 	hold = false;
 }
 
@@ -255,5 +277,32 @@ Test(inbox, busy_while_it_runs_calls, .timeout = 30)
 	for (i = 0; i < 100 && r2cc_mig_inbox_busy_since(); i++)
 		usleep(10 * 1000);
 	cr_assert_eq(r2cc_mig_inbox_busy_since(), 0, "busy while it waits");
+	r2cc_mig_inbox_stop();
+}
+
+/* Calls that take a second and a half all told, taken up together: what
+ * they send goes out as they run (a peer that waits on our answers hears
+ * them), not all at the end of the list. */
+Test(inbox, a_long_lists_answers_go_out_while_it_runs, .timeout = 30)
+{
+	int i;
+
+	reset();
+	cr_assert_eq(r2cc_mig_inbox_start(&ops), 0);
+	set_hold(true);
+	send_failover(0);
+	cr_assert(wait_for(&nheld, 1), "never taken up");
+	for (i = 1; i <= 15; i++)
+		send_failover((uint32_t)i);
+	pthread_mutex_lock(&lock);
+	slow_ms = 100;
+	list_end = 16;
+	pthread_mutex_unlock(&lock);
+	set_hold(false);
+	cr_assert(wait_for(&nmsg, 16));
+	cr_assert(wait_for(&flushes, 2), "the list's end not flushed");
+	cr_assert_eq(order_errors, 0);
+	cr_assert_geq(mid_flushes, 2, "%d flushes while the list ran",
+		      mid_flushes);
 	r2cc_mig_inbox_stop();
 }
