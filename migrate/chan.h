@@ -128,7 +128,8 @@ int r2cc_chan_peer_stats(uint64_t peer, struct r2cc_chan_peer_stats *st);
  * MIG_CHAN_SAY_MS a peer) */
 void r2cc_chan_peer_say(uint64_t peer, const char *why);
 /* The owner noted that @peer answered something it waited for (a move:
- * r2cc_mig_waited()); when it last did (CLOCK_MONOTONIC ns), or 0. */
+ * r2cc_mig_waited()); when it last did, or said it works through a
+ * backlog of messages (a KEEPALIVE frame) (CLOCK_MONOTONIC ns), or 0. */
 void r2cc_chan_answered(uint64_t peer);
 uint64_t r2cc_chan_answered_ns(uint64_t peer);
 /* This process's id (0: not running) and its direct port. */

@@ -512,6 +512,11 @@ static void got_frame(int i, const uint8_t *buf, size_t len)
 			p->heard_ns = chan_now_ns();
 			p->frames_in++;
 			p->msgs_in += frame_msgs(m);
+			/* A peer at work on a backlog (chan.c, say_busy())
+			 * works on what we wait for too, to a ceiling
+			 * (r2cc_mig_waited()) */
+			if (m->hdr.type == R2CC_CTRL_KEEPALIVE)
+				p->answered_ns = p->heard_ns;
 		}
 	}
 	r2cc_ctrl_count(&cs.st.rx, rc);

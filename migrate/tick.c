@@ -48,7 +48,8 @@ bool r2cc_mig_waited(const struct r2cc_mig_qp *mq, uint64_t since, uint64_t now,
 		return true; /* silent */
 	if (!r2cc_mig_past(since, now, MIG_FENCE_MAX_MS))
 		return false;
-	/* Past it, as long as the peer still moves our QPs, to a ceiling */
+	/* Past it, as long as the peer still moves our QPs or works through
+	 * a backlog (ours may be in it), to a ceiling */
 	answered = r2cc_chan_answered_ns(mq->peer);
 	return r2cc_mig_past(since, now, MIG_FENCE_CEIL_MS) || !answered ||
 	       r2cc_mig_past(answered, now, MIG_FENCE_BOUND_MS);

@@ -100,6 +100,34 @@ Test(chan, a_peers_frames_and_messages_are_counted)
 	cr_assert_eq(r2cc_chan_peer_stats(peer, &b), -ENOENT);
 }
 
+/* A KEEPALIVE frame is a peer at work on a backlog: the moves that wait
+ * on it count it as an answer (r2cc_mig_waited()); other frames do not. */
+Test(chan, a_keepalive_counts_as_an_answer)
+{
+	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
+	struct r2cc_ctrl_msg m;
+	uint64_t peer, t0;
+
+	start();
+	cr_assert_eq(r2cc_chan_resolve(&q, 42), 0);
+	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
+	pthread_mutex_lock(&lock);
+	peer = got_peer;
+	pthread_mutex_unlock(&lock);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_MR_INVALIDATE;
+	cr_assert_eq(r2cc_chan_send(peer, &m), 0);
+	cr_assert(wait_for(&msgs, 1), "frame not delivered");
+	cr_assert_eq(r2cc_chan_answered_ns(peer), 0, "any frame an answer");
+	t0 = chan_now_ns();
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = R2CC_CTRL_KEEPALIVE;
+	cr_assert_eq(r2cc_chan_send(peer, &m), 0);
+	cr_assert(wait_for(&msgs, 2), "frame not delivered");
+	cr_assert_geq(r2cc_chan_answered_ns(peer), t0);
+	r2cc_chan_stop();
+}
+
 Test(chan, unknown_qp_resolves_to_nobody)
 {
 	struct r2cc_ctrl_qp_ref q = loopback_ref(8);
