@@ -57,13 +57,12 @@ Test(chan, resolve_self_then_send)
 
 /* Frames and messages are counted per peer, a BATCH as one frame of
  * many messages */
-Test(chan, a_peers_frames_and_messages_are_counted)
+/* The channel started and one of its own QPs resolved: itself as a
+ * peer, its id */
+static uint64_t start_self(void)
 {
 	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
-	struct r2cc_chan_peer_stats a, b;
-	struct r2cc_ctrl_msg m;
 	uint64_t peer;
-	int i;
 
 	start();
 	cr_assert_eq(r2cc_chan_resolve(&q, 42), 0);
@@ -72,6 +71,16 @@ Test(chan, a_peers_frames_and_messages_are_counted)
 	pthread_mutex_lock(&lock);
 	peer = got_peer;
 	pthread_mutex_unlock(&lock);
+	return peer;
+}
+
+Test(chan, a_peers_frames_and_messages_are_counted)
+{
+	struct r2cc_chan_peer_stats a, b;
+	struct r2cc_ctrl_msg m;
+	uint64_t peer = start_self();
+	int i;
+
 	cr_assert_eq(r2cc_chan_peer_stats(peer, &a), 0);
 	cr_assert(a.open);
 	memset(&m, 0, sizeof(m));
@@ -104,16 +113,9 @@ Test(chan, a_peers_frames_and_messages_are_counted)
  * on it count it as an answer (r2cc_mig_waited()); other frames do not. */
 Test(chan, a_keepalive_counts_as_an_answer)
 {
-	struct r2cc_ctrl_qp_ref q = loopback_ref(7);
 	struct r2cc_ctrl_msg m;
-	uint64_t peer, t0;
+	uint64_t peer = start_self(), t0;
 
-	start();
-	cr_assert_eq(r2cc_chan_resolve(&q, 42), 0);
-	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
-	pthread_mutex_lock(&lock);
-	peer = got_peer;
-	pthread_mutex_unlock(&lock);
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = R2CC_CTRL_MR_INVALIDATE;
 	cr_assert_eq(r2cc_chan_send(peer, &m), 0);
