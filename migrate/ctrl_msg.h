@@ -115,6 +115,11 @@ enum r2cc_ctrl_fb_phase {
 	 * (R2CC_CTRL_FB_NOARM: it cannot be now). */
 	R2CC_CTRL_FB_REARM,
 	R2CC_CTRL_FB_ABORT, /* not now (the rail went down again, or busy) */
+	/* Moving back: the sender's receives are re-posted on its primary
+	 * (after our FAILOVER_ACK); psn is its round's (PROPOSE). Our
+	 * replay goes into it only then: a SEND ahead of them is RNR
+	 * NAKed, and rxe counts its ACK timer through RNR waits. */
+	R2CC_CTRL_FB_POSTED,
 	R2CC_CTRL_FB_NPHASES,
 };
 

@@ -25,6 +25,7 @@
 #include "fence.h"
 #include "mig_int.h"
 #include "module.h"
+#include "move.h"
 #include "objects.h"
 #include "paths.h"
 #include "probe.h"
@@ -500,6 +501,14 @@ void r2cc_mig_fb_rearm_drop(struct r2cc_mig_qp *mq)
 }
 
 /* Moved back (mq lock held): re-arm the backup with the peer. */
+void r2cc_mig_fb_posted(struct r2cc_mig_qp *mq)
+{
+	if (send_fb(mq, R2CC_CTRL_FB_POSTED, 0, mq->fb.psn))
+		r2cc_warn("QP %#x: the peer not told our receives are "
+			  "re-posted: its move back ends at its bound",
+			  mq->qpn);
+}
+
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 {
 	mq->fb.urgent = false;
@@ -643,6 +652,16 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		break;
 	case R2CC_CTRL_FB_REARM:
 		got_rearm(mq, m);
+		break;
+	case R2CC_CTRL_FB_POSTED:
+		/* Of this move back (its round's PSN), once */
+		if (!r2cc_mig_back(mq) || mq->fb.peer_posted ||
+		    m->failback.psn != mq->fb.peer_psn) {
+			r2cc_dbg("QP %#x: a stale POSTED: dropped", mq->qpn);
+			break;
+		}
+		mq->fb.peer_posted = true;
+		r2cc_mig_replay(mq);
 		break;
 	case R2CC_CTRL_FB_ABORT:
 		/* Of the peer's round, or of ours it refuses; not a stale one */

@@ -16,6 +16,9 @@ bool r2cc_mig_fb_urgent(struct r2cc_mig_qp *mq);
 void r2cc_mig_fb_tick(void);
 /* The peer's FAILBACK message (ps.lock held, no QP's). */
 void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m);
+/* Moving back, our receives are re-posted on the primary: the peer's
+ * replay may go (POSTED). */
+void r2cc_mig_fb_posted(struct r2cc_mig_qp *mq);
 /* The move back is done: the standby re-armed with the peer (or, its
  * rail down at either end, unprotected until it is up at both). */
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq);

@@ -227,6 +227,7 @@ static void fence_cur(struct r2cc_mig_qp *mq, uint32_t why)
 	r2cc_mig_step(mq, R2CC_MEV_FENCE);
 	mq->perr |= qp == mq->qp;
 	mq->peer_rq_psn = R2CC_PSN_NONE;
+	mq->fb.acked = mq->fb.peer_posted = false;
 	mq->unposted_sends = mq->unposted_recvs = 0;
 	mq->first_replay_ns = 0;
 	mq->dbg_left = R2CC_DATAPATH_DEBUG ? 400 : 0;

@@ -268,6 +268,11 @@ struct r2cc_mig_qp {
 		bool urgent; /* the backup failed: no hold, no evidence */
 		uint64_t urgent_ns; /* when that was seen */
 		uint32_t psn, peer_psn; /* the recycled primaries' sq_psn */
+		/* Moving back: our FAILOVER_ACK went out before the replay,
+		 * saying @acked_recvs; the peer's receives are re-posted
+		 * (its POSTED): the replay may go (move.c) */
+		bool acked, peer_posted;
+		uint64_t acked_recvs;
 		/* The last round we said READY in, until it moves (the
 		 * peer's PSN R2CC_PSN_NONE: none): a peer that moves on it
 		 * after we gave it up is joined (r2cc_mig_fb_join()) */
@@ -354,13 +359,6 @@ struct r2cc_mig_state {
 	pthread_cond_t placed_cv; /* with lock: a QP's placing ended */
 };
 extern struct r2cc_mig_state ps;
-
-/* Does a WR of @op consume a receive WR at the peer? */
-static inline bool r2cc_wr_consumes_recv(enum ibv_wr_opcode op)
-{
-	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
-	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
-}
 
 /* @mq logs its work: protected, or moving */
 static inline bool r2cc_mig_logs(const struct r2cc_mig_qp *mq)

@@ -74,11 +74,13 @@ void r2cc_mig_test_peer_mr(uint64_t peer, int rail, uint32_t rkey,
 	pthread_mutex_unlock(&ps.lock);
 }
 
-void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn)
+void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn,
+			     uint32_t peer_psn)
 {
 	pthread_mutex_lock(&ps.lock);
 	pthread_mutex_lock(&mq->lock);
 	mq->fb.psn = psn;
+	mq->fb.peer_psn = peer_psn;
 	r2cc_mig_fence_back(mq);
 	pthread_mutex_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);

@@ -31,8 +31,10 @@ void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m);
 void r2cc_mig_test_peer_mr(uint64_t peer, int rail, uint32_t rkey,
 			   uint32_t backup_rkey);
 /* Both ends agreed to move @mq back (READY both ways; @psn its recycled
- * primary's first PSN): its backup is fenced, as failback.c does. */
-void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn);
+ * primary's first PSN, @peer_psn the peer's): its backup is fenced, as
+ * failback.c does. */
+void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn,
+			     uint32_t peer_psn);
 /* @s's backup SRQ is @bsrq on @rail (what the first QP's pin made). */
 void r2cc_mig_test_srq_bound(struct r2cc_mig_srq *s, struct ibv_srq *bsrq,
 			     int rail);

@@ -63,6 +63,14 @@ int r2cc_mtu_bytes(enum ibv_mtu mtu);
  * -EOPNOTSUPP (an opcode r2cc cannot account: TSO, ATOMIC_WRITE...).
  */
 int r2cc_psn_npkts(enum ibv_wr_opcode op, uint64_t len, uint32_t mtu_bytes);
+
+/* Does a WR of @op consume a receive WR at the peer? */
+static inline bool r2cc_wr_consumes_recv(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
 /* r2cc_wr_len() - sum of @wr's SGE lengths (inline data included) */
 uint64_t r2cc_wr_len(const struct ibv_send_wr *wr);
 /* r2cc_wr_npkts() - r2cc_psn_npkts() of @wr (-EINVAL if num_sge < 0) */
@@ -219,6 +227,19 @@ struct r2cc_replay {
  */
 int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 			struct r2cc_replay *res);
+/**
+ * r2cc_sendlog_consumed() - the peer's receives a fence would find used
+ * @log: as for r2cc_sendlog_replay(), not frozen
+ * @peer_rq_psn: the responder's rq_psn
+ * @n: how many outstanding WRs that consume a receive (SENDs, WRITEs with
+ *     immediate) r2cc_sendlog_replay() at @peer_rq_psn would mark DONE
+ * The log is left as it is: a move that tells the peer this count before
+ * it replays (a move back, move.c) replays later, on what was appended
+ * since too.
+ * Return: 0, -ERANGE, -EBUSY as r2cc_sendlog_replay().
+ */
+int r2cc_sendlog_consumed(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
+			  uint32_t *n);
 /* r2cc_sendlog_next_psn() - the PSN the next appended WR will get */
 uint32_t r2cc_sendlog_next_psn(const struct r2cc_sendlog *log);
 void r2cc_sendlog_get_stats(const struct r2cc_sendlog *log,

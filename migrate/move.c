@@ -102,8 +102,43 @@ static uint32_t heal(struct r2cc_mig_qp *mq, bool back, uint32_t nreplay)
 	return 1;
 }
 
-/* Replay once both rq_psns are known (lock held). */
-static void replay(struct r2cc_mig_qp *mq)
+static void bad_rq_psn(struct r2cc_mig_qp *mq, int ret)
+{
+	r2cc_err("QP %#x: peer rq_psn %#x outside our send log (%s)", mq->qpn,
+		 mq->peer_rq_psn, strerror(-ret));
+	r2cc_mig_abandon(mq, "the peer's rq_psn is not ours");
+}
+
+/*
+ * Moving back, the peer's FAILOVER in: our FAILOVER_ACK goes now, the
+ * replay once the peer says its receives are re-posted on its primary
+ * (FB_POSTED, sent when it has this ACK). A SEND replayed before would
+ * meet no receive there, and rxe's requester counts its ACK timer through
+ * RNR waits: under a backlog of moves at the peer, retry exceeded on the
+ * recycled primary, whose timer is R2CC_DETECT_MS's. What the ACK says is
+ * what the replay finds: the entries retired meanwhile were executed, the
+ * ones appended since were not (lock held).
+ */
+static void ack_first(struct r2cc_mig_qp *mq)
+{
+	uint32_t n = 0;
+	int ret;
+
+	if (mq->fb.acked)
+		return;
+	ret = mq->rts ? r2cc_sendlog_consumed(mq->slog, mq->peer_rq_psn, &n) :
+			0;
+	if (ret) {
+		bad_rq_psn(mq, ret);
+		return;
+	}
+	mq->fb.acked = true;
+	mq->fb.acked_recvs = mq->consumers_done + n;
+	r2cc_mig_send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why,
+			       mq->fb.acked_recvs, false, false);
+}
+
+void r2cc_mig_replay(struct r2cc_mig_qp *mq)
 {
 	const struct r2cc_sendlog_ent *e;
 	bool back = r2cc_mig_back(mq), taken;
@@ -120,6 +155,10 @@ static void replay(struct r2cc_mig_qp *mq)
 	 * ours (not dropped at a QP still in INIT). */
 	if (mq->lz.made && !(mq->lz.conn && mq->lz.peer_conn))
 		return;
+	if (back && !mq->fb.peer_posted) {
+		ack_first(mq);
+		return;
+	}
 	memset(&res, 0, sizeof(res));
 	/* The incarnation left behind may be mid-way through a READ's
 	 * response: its next use heals it. */
@@ -133,9 +172,7 @@ static void replay(struct r2cc_mig_qp *mq)
 	ret = mq->rts ? r2cc_sendlog_replay(mq->slog, mq->peer_rq_psn, &res) :
 			0;
 	if (ret) {
-		r2cc_err("QP %#x: peer rq_psn %#x outside our send log (%s)",
-			 mq->qpn, mq->peer_rq_psn, strerror(-ret));
-		r2cc_mig_abandon(mq, "the peer's rq_psn is not ours");
+		bad_rq_psn(mq, ret);
 		return;
 	}
 	taken = partly_sent(mq);
@@ -154,8 +191,19 @@ static void replay(struct r2cc_mig_qp *mq)
 		if (e->disp == R2CC_SL_DONE &&
 		    r2cc_wr_consumes_recv(e->wr.opcode))
 			consumed++;
-	r2cc_mig_send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why, consumed,
-			       false, taken);
+	if (!mq->fb.acked) {
+		r2cc_mig_send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why,
+				       consumed, false, taken);
+	} else if (consumed != mq->fb.acked_recvs) {
+		/* (cannot happen: the peer re-posted after the wrong count) */
+		r2cc_err("QP %#x: %llu of the peer's receives consumed, %llu "
+			 "told",
+			 mq->qpn, (unsigned long long)consumed,
+			 (unsigned long long)mq->fb.acked_recvs);
+		r2cc_mig_abandon(mq,
+				 "its count of the peer's receives changed");
+		return;
+	}
 	/* From now on the log counts PSNs of the new QP's path. */
 	mtu = r2cc_mtu_bytes(back ? mq->attr.path_mtu : mq->bmtu);
 	lead = mtu < 0 ? 0 : heal(mq, back, res.nreplay);
@@ -276,6 +324,8 @@ static void repost(struct r2cc_mig_qp *mq, uint64_t consumed, bool taken)
 		  "before the fence",
 		  mq->qpn, res.nrepost, back ? "primary" : "backup",
 		  res.npending);
+	if (back)
+		r2cc_mig_fb_posted(mq);
 	moved(mq, R2CC_MEV_REPOSTED);
 }
 
@@ -355,7 +405,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 	if (m->hdr.type == R2CC_CTRL_FAILOVER) {
 		if (mq->peer_rq_psn == R2CC_PSN_NONE)
 			mq->peer_rq_psn = m->failover.rq_psn;
-		replay(mq);
+		r2cc_mig_replay(mq);
 	} else if (m->hdr.type == R2CC_CTRL_FAILOVER_ACK) {
 		repost(mq, m->failover.recvs,
 		       m->failover.flags & R2CC_CTRL_FO_RECV_TAKEN);

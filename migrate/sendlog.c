@@ -296,9 +296,10 @@ const struct r2cc_sendlog_ent *r2cc_sendlog_peek(const struct r2cc_sendlog *log,
 	return i < log->count ? at(log, i) : NULL;
 }
 
-/* @eoff: @e's first PSN and @off: rq_psn, both as offsets from the oldest */
-static enum r2cc_sendlog_disp classify(struct r2cc_sendlog_ent *e,
-				       uint32_t eoff, uint32_t off)
+/* What a fence at @off makes of @e, left unchanged (@eoff: @e's first PSN
+ * and @off: rq_psn, both as offsets from the oldest) */
+static enum r2cc_sendlog_disp judge(const struct r2cc_sendlog_ent *e,
+				    uint32_t eoff, uint32_t off)
 {
 	if (e->disp == R2CC_SL_DONE)
 		return R2CC_SL_DONE; /* done by an earlier rail */
@@ -310,7 +311,6 @@ static enum r2cc_sendlog_disp classify(struct r2cc_sendlog_ent *e,
 	switch (e->wr.opcode) {
 	case IBV_WR_RDMA_READ:
 		/* Executed, but the response data may not have landed */
-		e->reread = true;
 		return R2CC_SL_REPLAY;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -319,6 +319,17 @@ static enum r2cc_sendlog_disp classify(struct r2cc_sendlog_ent *e,
 	default:
 		return R2CC_SL_DONE;
 	}
+}
+
+/* judge(), and an executed READ marked for its reread */
+static enum r2cc_sendlog_disp classify(struct r2cc_sendlog_ent *e,
+				       uint32_t eoff, uint32_t off)
+{
+	enum r2cc_sendlog_disp d = judge(e, eoff, off);
+
+	if (d == R2CC_SL_REPLAY && e->npkts && eoff + e->npkts <= off)
+		e->reread = true;
+	return d;
 }
 
 static void account(struct r2cc_sendlog *log, struct r2cc_sendlog_ent *e,
@@ -365,25 +376,62 @@ static void force_signals(struct r2cc_sendlog *log)
 	}
 }
 
+/* @peer_rq_psn as an offset in packets from the oldest entry's first */
+static int peer_off(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
+		    uint32_t *off)
+{
+	uint32_t base = log->count ? at(log, 0)->first_psn : log->next_psn;
+	int32_t d = r2cc_psn_diff(peer_rq_psn & R2CC_PSN_MASK, base);
+
+	/* Still at r2cc's own WRs: none of the program's executed */
+	if (d < 0 && (uint32_t)-d <= log->lead)
+		d = 0;
+	if (d < 0 || (uint32_t)d > log->out_pkts)
+		return -ERANGE;
+	*off = (uint32_t)d;
+	return 0;
+}
+
+int r2cc_sendlog_consumed(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
+			  uint32_t *n)
+{
+	const struct r2cc_sendlog_ent *e;
+	enum r2cc_sendlog_disp d;
+	uint32_t off, eoff = 0, i;
+	int ret;
+
+	if (log->frozen)
+		return -EBUSY;
+	ret = peer_off(log, peer_rq_psn, &off);
+	if (ret)
+		return ret;
+	*n = 0;
+	for (i = 0; i < log->count; i++) {
+		e = at(log, i);
+		d = judge(e, eoff, off);
+		if (d == R2CC_SL_LOST)
+			break; /* what follows is flushed */
+		if (d == R2CC_SL_DONE && r2cc_wr_consumes_recv(e->wr.opcode))
+			(*n)++;
+		eoff += e->npkts;
+	}
+	return 0;
+}
+
 int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 			struct r2cc_replay *res)
 {
 	struct ibv_send_wr **tail = &res->first;
 	struct r2cc_sendlog_ent *e;
 	enum r2cc_sendlog_disp was;
-	uint32_t base, off, eoff = 0, i;
-	int32_t d;
+	uint32_t off, eoff = 0, i;
+	int ret;
 
 	if (log->frozen)
 		return -EBUSY;
-	base = log->count ? at(log, 0)->first_psn : log->next_psn;
-	d = r2cc_psn_diff(peer_rq_psn & R2CC_PSN_MASK, base);
-	/* Still at r2cc's own WRs: none of the program's executed */
-	if (d < 0 && (uint32_t)-d <= log->lead)
-		d = 0;
-	if (d < 0 || (uint32_t)d > log->out_pkts)
-		return -ERANGE;
-	off = (uint32_t)d;
+	ret = peer_off(log, peer_rq_psn, &off);
+	if (ret)
+		return ret;
 	memset(res, 0, sizeof(*res));
 	for (i = 0; i < log->count; i++) {
 		e = at(log, i);

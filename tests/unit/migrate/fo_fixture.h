@@ -18,6 +18,8 @@
 
 #define PEER 0x1234
 #define PEER_QPN 0x22
+/* The peer's recycled primary's first PSN, in r2cc_mig_test_move_back() */
+#define PEER_FB_PSN 0x901
 #define MAXW 32
 #define FO_TIMEOUT 20 /* the program's ACK timeout (retry counts: 7) */
 

@@ -47,7 +47,8 @@ static uint32_t round_begun(void)
 	return r->failback.psn;
 }
 
-/* The peer moves back on that round: its FAILOVER, then its ACK. */
+/* The peer moves back on that round: its FAILOVER, its ACK, and its
+ * receives re-posted (POSTED). */
 static void peer_moves_back(void)
 {
 	uint32_t psn = (back.sq_psn + 1) & 0xffffff; /* it executed WR 1 */
@@ -55,6 +56,17 @@ static void peer_moves_back(void)
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
 	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
 		      0);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_PSN);
+}
+
+/* Messages of @type sent since fo_nsent was @from */
+static int sent_since(int from, uint8_t type)
+{
+	int i, n = 0;
+
+	for (i = from; i < fo_nsent; i++)
+		n += fo_sent[i % FO_SENT].hdr.type == type;
+	return n;
 }
 
 /* Moved back: the standby fenced, the QP on its primary (re-arming) */
@@ -138,6 +150,7 @@ Test(failback, a_primary_left_mid_read_is_healed_first, .init = fb_setup,
 		      back.sq_psn, 0);
 	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true,
 		      back.sq_psn, 0);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_PSN);
 	cr_assert_eq(prim.sq_psn, psn);
 	cr_assert_eq(prim.nsent, n + 2);
 	cr_assert_eq(prim.sent[n], R2CC_HEAL_WRID, "the heal first");
@@ -152,6 +165,57 @@ Test(failback, a_primary_left_mid_read_is_healed_first, .init = fb_setup,
 		     1, "the READ's delivered");
 	cr_assert(mq->bstale, "the standby left reading: healed when used");
 	cr_assert_not(mq->pstale);
+}
+
+/* Moving back, our replay waits for the peer's receives on its primary:
+ * its FAILOVER brings our ACK at once (what its SENDs will find
+ * consumed), the replay comes with its POSTED of this round, once, and
+ * takes what the program posted meanwhile with it. Our receives are
+ * re-posted on its ACK, and our POSTED says so. */
+Test(failback, a_move_back_replays_once_the_peers_receives_are_reposted,
+     .init = fb_setup, .fini = teardown, .timeout = 10)
+{
+	const struct r2cc_ctrl_msg *a, *r;
+	uint32_t psn;
+	int n, from;
+
+	fo_on_the_standby(); /* WR 1 done: one of the peer's receives */
+	post_op(2, IBV_WR_SEND);
+	post_op(3, IBV_WR_SEND);
+	cr_assert_eq(back.nsent, 3);
+	psn = round_begun();
+	fo_peer_fb(R2CC_CTRL_FB_READY, 0, PEER_PSN);
+	cr_assert_eq(back.state, IBV_QPS_ERR, "the standby fenced");
+	n = prim.nsent;
+	from = fo_nsent;
+	/* it executed WR 2, not WR 3 */
+	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true,
+		      (back.sq_psn + 2) & 0xffffff, 0);
+	a = fo_last(R2CC_CTRL_FAILOVER_ACK);
+	cr_assert(a && sent_since(from, R2CC_CTRL_FAILOVER_ACK) == 1,
+		  "our ACK at once");
+	cr_assert_eq(a->failover.recvs, 2, "WRs 1 and 2 took receives");
+	cr_assert_eq(prim.nsent, n, "no replay before its receives");
+	post_op(4, IBV_WR_SEND); /* logged, posted by the replay */
+	cr_assert_eq(prim.nsent, n);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_PSN + 1);
+	cr_assert_eq(prim.nsent, n, "another round's POSTED moves nothing");
+	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true,
+		      (back.sq_psn + 2) & 0xffffff, 0);
+	r = fo_last(R2CC_CTRL_FAILBACK);
+	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_POSTED &&
+			  r->failback.psn == psn,
+		  "ours re-posted, the peer told");
+	cr_assert_eq(prim.nsent, n);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_PSN);
+	cr_assert_eq(prim.nsent, n + 2, "WRs 3 and 4 replayed");
+	cr_assert_eq(prim.sent[n], 3);
+	cr_assert_eq(prim.sent[n + 1], 4);
+	cr_assert_eq(sent_since(from, R2CC_CTRL_FAILOVER_ACK), 1,
+		     "no second ACK");
+	cr_assert_eq(mq->life, R2CC_LIFE_RUN, "moved back");
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_PSN);
+	cr_assert_eq(prim.nsent, n + 2, "a POSTED again replays nothing");
 }
 
 /* Its READY lost (or behind a backlog at the peer): the peer's move, on

@@ -292,10 +292,11 @@ static void moved_back_behind_a_reread(void)
 	post_op(3, IBV_WR_RDMA_WRITE);
 	post_op(4, IBV_WR_SEND);
 	cr_assert_eq(back.nsent, 4);
-	r2cc_mig_test_move_back(mq, 0x900);
+	r2cc_mig_test_move_back(mq, 0x900, PEER_FB_PSN);
 	cr_assert_eq(back.state, IBV_QPS_ERR, "the backup fenced");
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, 0x104,
 		      0);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_FB_PSN);
 	cr_assert_eq(prim.nsent, 2, "only the READ replays");
 	cr_assert_eq(prim.sent[1], 2);
 	cr_assert_eq(r2cc_mig_poll_stash(mc, 8, wc), 0,
@@ -516,12 +517,13 @@ Test(failover, a_lazy_backup_is_parked_after_the_move_back_and_reused,
 	 * re-armed, and the QP is protected again. */
 	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
 	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
-	r2cc_mig_test_move_back(mq, 0x900);
+	r2cc_mig_test_move_back(mq, 0x900, PEER_FB_PSN);
 	/* The peer executed WR 1, the backup's first (its PSN random) */
 	psn = (back.sq_psn + 1) & 0xffffff;
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
 	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
 		      0);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_FB_PSN);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY);
 	cr_assert_eq(back.state, IBV_QPS_RESET, "parked");
 	/* The next fault takes it out of RESET: no new backup QP. */

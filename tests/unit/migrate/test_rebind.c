@@ -272,11 +272,12 @@ static void moved_back_with_standby_rail_down(void)
 
 	fo_on_the_standby();
 	r2cc_health_report(1, R2CC_RAIL_DOWN, R2CC_CAUSE_CARRIER);
-	r2cc_mig_test_move_back(mq, 0x900);
+	r2cc_mig_test_move_back(mq, 0x900, PEER_FB_PSN);
 	psn = (back.sq_psn + 1) & 0xffffff; /* the peer executed WR 1 */
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
 	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
 		      0);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_FB_PSN);
 	r = fo_last(R2CC_CTRL_FAILBACK);
 	cr_assert(r && r->failback.phase == R2CC_CTRL_FB_REARM, "REARM sent");
 	cr_assert(r->failback.flags & R2CC_CTRL_FB_NOARM,
@@ -303,11 +304,12 @@ Test(rebind, a_moved_back_primary_that_only_flushes_fails_over,
 	int n;
 
 	fo_on_the_standby();
-	r2cc_mig_test_move_back(mq, 0x900);
+	r2cc_mig_test_move_back(mq, 0x900, PEER_FB_PSN);
 	psn = (back.sq_psn + 1) & 0xffffff; /* the peer executed WR 1 */
 	peer_says_why(R2CC_CTRL_FAILOVER, R2CC_CTRL_WHY_FAILBACK, true, psn, 0);
 	peer_says_why(R2CC_CTRL_FAILOVER_ACK, R2CC_CTRL_WHY_FAILBACK, true, psn,
 		      0);
+	fo_peer_fb(R2CC_CTRL_FB_POSTED, 0, PEER_FB_PSN);
 	peer_rearms(0x701, 0);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_READY, "protected again");
 	prim.state = IBV_QPS_RTS; /* recycled (the test moved it back) */

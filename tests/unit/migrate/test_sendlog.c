@@ -373,6 +373,7 @@ ParameterizedTest(struct replay_case *c, sendlog, replay_table, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(16, 1, 0, false);
 	uint32_t n = (uint32_t)strlen(c->disp), i, nr = 0, nd = 0, nf = 0;
+	uint32_t used, nused = 0;
 	static const char code[] = "NRDLF";
 	const struct ibv_send_wr *w;
 	struct r2cc_replay res;
@@ -382,9 +383,15 @@ ParameterizedTest(struct replay_case *c, sendlog, replay_table, .timeout = 5)
 		fill_a(log);
 	else
 		fill_b(log);
+	/* What the replay will find the peer's SENDs consumed, told first */
+	cr_assert_eq(r2cc_sendlog_consumed(log, r2cc_psn_add(c->start, c->off),
+					   &used),
+		     0);
 	cr_assert_eq(r2cc_sendlog_replay(log, r2cc_psn_add(c->start, c->off),
 					 &res),
 		     0);
+	cr_assert_eq(r2cc_sendlog_consumed(log, c->start, &used), -EBUSY,
+		     "frozen");
 	/* The list is exactly the R entries, in posting order. */
 	w = res.first;
 	for (i = 0; i < n; i++) {
@@ -396,6 +403,8 @@ ParameterizedTest(struct replay_case *c, sendlog, replay_table, .timeout = 5)
 		nr += c->disp[i] == 'R';
 		nd += c->disp[i] == 'D';
 		nf += c->disp[i] == 'L' || c->disp[i] == 'F';
+		nused += c->disp[i] == 'D' &&
+			 r2cc_wr_consumes_recv(e->wr.opcode);
 		if (c->disp[i] == 'L')
 			cr_assert_eq(res.lost, e);
 		if (c->disp[i] != 'R')
@@ -405,6 +414,8 @@ ParameterizedTest(struct replay_case *c, sendlog, replay_table, .timeout = 5)
 		w = w->next;
 	}
 	cr_assert_null(w);
+	cr_assert_eq(used, nused, "%c@%u: %u consumed, the replay says %u",
+		     c->log, c->off, used, nused);
 	cr_assert_eq(res.nreplay, nr);
 	cr_assert_eq(res.nskipped, nd);
 	cr_assert_eq(res.nfailed, nf);
@@ -418,9 +429,11 @@ Test(sendlog, rq_psn_outside_the_outstanding_psns_is_erange, .timeout = 5)
 {
 	struct r2cc_sendlog *log = r2cc_sendlog_new(16, 1, 0, false);
 	struct r2cc_replay res;
+	uint32_t used;
 
 	r2cc_sendlog_start(log, 0xfffff0, 0, 1024);
 	fill_a(log); /* PSNs 0xfffff0 .. 0x000000 */
+	cr_assert_eq(r2cc_sendlog_consumed(log, 0xffffef, &used), -ERANGE);
 	cr_assert_eq(r2cc_sendlog_replay(log, 0xffffef, &res), -ERANGE);
 	cr_assert_eq(r2cc_sendlog_replay(log, r2cc_psn_add(0xfffff0, 18), &res),
 		     -ERANGE);
