@@ -58,6 +58,26 @@ static int rail_of_if(const char *name)
 	return -1;
 }
 
+int chan_rail_of_addr(const struct in_addr *a)
+{
+	struct ifaddrs *ifa, *i;
+	int rail = -1;
+
+	if (getifaddrs(&ifa))
+		return -1;
+	for (i = ifa; i; i = i->ifa_next) {
+		const struct sockaddr_in *sin = (const void *)i->ifa_addr;
+
+		if (sin && sin->sin_family == AF_INET &&
+		    sin->sin_addr.s_addr == a->s_addr) {
+			rail = rail_of_if(i->ifa_name);
+			break;
+		}
+	}
+	freeifaddrs(ifa);
+	return rail;
+}
+
 int r2cc_chan_addrs(struct r2cc_ctrl_addr *out, int max, uint16_t port)
 {
 	struct ifaddrs *ifa, *i;

@@ -132,6 +132,10 @@ void r2cc_chan_peer_say(uint64_t peer, const char *why);
  * backlog of messages (a KEEPALIVE frame) (CLOCK_MONOTONIC ns), or 0. */
 void r2cc_chan_answered(uint64_t peer);
 uint64_t r2cc_chan_answered_ns(uint64_t peer);
+/* @rail went down (any thread): channels from its addresses are replaced
+ * at the thread's next round, as stalled ones are, not once TCP's timer
+ * has backed off (the moves this fault starts need them). */
+void r2cc_chan_rail_down(int rail);
 /* This process's id (0: not running) and its direct port. */
 uint64_t r2cc_chan_self(void);
 uint16_t r2cc_chan_port(void);
@@ -193,5 +197,8 @@ void r2cc_chan_get_stats(struct r2cc_chan_stats *st);
 /* For tests: @probe judges whether the channel's connection @fd stalled,
  * in place of TCP's retransmission backoff (NULL: TCP's again). */
 void r2cc_chan_test_stall_probe(bool (*probe)(int fd));
+/* For tests: @probe gives the rail of the channel's connection @fd's own
+ * end, in place of its address's netdev (NULL: the netdev's again). */
+void r2cc_chan_test_rail_probe(int (*probe)(int fd));
 
 #endif /* R2CC_MIGRATE_CHAN_H */

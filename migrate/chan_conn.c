@@ -79,6 +79,7 @@ static int conn_new(int fd, enum conn_role role, int res)
 		c->peer = 0;
 		c->res = res;
 		c->have = 0;
+		c->replaces = false;
 		c->deadline_ns = chan_now_ns() + MIG_CHAN_STEP_MS * 1000000ULL;
 		return i;
 	}
@@ -387,6 +388,8 @@ static void send_hello(int i, uint64_t to)
 	m.hdr.seq = ++cs.seq;
 	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
 	m.hello.pid = (uint32_t)cs.pid;
+	if (cs.conns[i]->replaces)
+		m.hello.flags = R2CC_CTRL_HELLO_REPLACES;
 	n = r2cc_chan_addrs(m.hello.addr, R2CC_CTRL_MAX_ADDRS, cs.direct_port);
 	m.hello.naddr = n > 0 ? (uint8_t)n : 0;
 	if (chan_conn_write(i, &m))
@@ -439,7 +442,7 @@ static void got_hello(int i, const struct r2cc_ctrl_msg *m)
 	c->role = C_OPEN;
 	out_deadline(c);
 	chan_res_opened(p->id);
-	chan_stall_hello(p, i);
+	chan_stall_hello(p, i, m->hello.flags & R2CC_CTRL_HELLO_REPLACES);
 }
 
 /* A BATCH's messages to the owner, one by one, what they make it send

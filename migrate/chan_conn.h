@@ -38,13 +38,15 @@ int chan_conn_other_open(uint64_t peer, int i);
 void chan_tail_add(struct conn *c, const uint8_t *frame, size_t len);
 /* @c's kept frames forgotten (it closes). */
 void chan_tail_drop(struct conn *c);
-/* Once a tick: a peer's connection TCP stopped getting through (its
- * retransmission timer backed off CHAN_STALL_BACKOFF times) is replaced
- * by another open to it, or one dialled to another of its addresses. */
+/* Once a tick, and at once after r2cc_chan_rail_down(): a peer's
+ * connection TCP stopped getting through (its retransmission timer
+ * backed off CHAN_STALL_BACKOFF times), or one from an address on a rail
+ * that went down, is replaced by another open to it, or one dialled to
+ * another of its addresses (not on that rail). */
 void chan_stall_check(uint64_t now);
 /* @p said HELLO on connection @i: the replacement of its stalled one
- * (ours, or one it dialled), frames move to it. */
-void chan_stall_hello(struct peer *p, int i);
+ * (ours, or one it dialled saying so: @replaces), frames move to it. */
+void chan_stall_hello(struct peer *p, int i, bool replaces);
 /* The thread's: connection @i readable (its frames handled), its connect
  * finished, a listener's calls accepted, deadlines passed. */
 void chan_conn_readable(int i);

@@ -11,7 +11,9 @@
 #define R2CC_MIG_CHAN_INT_H
 
 #include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -69,6 +71,9 @@ struct conn {
 	size_t tail_len, tail_cap;
 	bool tail_cut;
 	uint64_t put_ns; /* the last frame written */
+	/* C_HELLO: dialled to replace a channel that stalled or whose rail
+	 * went down (its HELLO says so: the peer's frames follow) */
+	bool replaces;
 };
 
 struct peer {
@@ -163,6 +168,9 @@ struct chan_state {
 	uint64_t seq;
 	uint64_t busy_said_ns; /* the last KEEPALIVEs of a backlog */
 	uint64_t stall_check_ns; /* chan_stall_check()'s last look */
+	/* Rails that went down since that look (bit per rail; any thread:
+	 * r2cc_chan_rail_down()) */
+	_Atomic uint32_t rails_down;
 	struct r2cc_chan_stats st;
 	/* Other fds the thread serves (r2cc_chan_watch()) */
 	struct watch {
@@ -173,6 +181,9 @@ struct chan_state {
 	int nwatch;
 };
 extern struct chan_state cs;
+
+/* The rail whose netdev has local address @a (chan.c), or -1 */
+int chan_rail_of_addr(const struct in_addr *a);
 
 static inline uint64_t chan_now_ns(void)
 {

@@ -9,6 +9,10 @@
  * connection to it (one open already, or one dialled to another of its
  * addresses), the frames TCP may not have delivered first, as they were
  * (same seq, same MAC): the peer's replay window drops the ones it had.
+ * A rail's down event (r2cc_chan_rail_down()) replaces the channels from
+ * its addresses at once, without waiting for TCP's timer: the moves that
+ * event starts need that channel. The call says it replaces the old one
+ * (R2CC_CTRL_HELLO_REPLACES), and the peer's frames follow it.
  */
 #include <arpa/inet.h>
 #include <linux/sockios.h>
@@ -98,12 +102,49 @@ void chan_tail_drop(struct conn *c)
 }
 
 static bool (*stall_probe)(int fd); /* tests' */
+static int (*rail_probe)(int fd);
 
 void r2cc_chan_test_stall_probe(bool (*probe)(int fd))
 {
 	pthread_mutex_lock(&cs.lock);
 	stall_probe = probe;
 	pthread_mutex_unlock(&cs.lock);
+}
+
+void r2cc_chan_test_rail_probe(int (*probe)(int fd))
+{
+	pthread_mutex_lock(&cs.lock);
+	rail_probe = probe;
+	pthread_mutex_unlock(&cs.lock);
+}
+
+void r2cc_chan_rail_down(int rail)
+{
+	if (rail < 0 || rail >= R2CC_CTRL_RAIL_MAX)
+		return;
+	atomic_fetch_or(&cs.rails_down, 1U << rail);
+	chan_wake();
+}
+
+/* Is connection @i's own end on one of the rails in @down (bits)? */
+static bool on_rail(int i, uint32_t down)
+{
+	struct sockaddr_in sa = { 0 };
+	socklen_t len = sizeof(sa);
+	int rail;
+
+	if (!down)
+		return false;
+	if (rail_probe) {
+		rail = rail_probe(cs.conns[i]->fd);
+	} else {
+		if (getsockname(cs.conns[i]->fd, (struct sockaddr *)&sa,
+				&len) ||
+		    sa.sin_family != AF_INET)
+			return false;
+		rail = chan_rail_of_addr(&sa.sin_addr);
+	}
+	return rail >= 0 && rail < R2CC_CTRL_RAIL_MAX && (down & (1U << rail));
 }
 
 /* Has TCP stopped getting through on connection @i? */
@@ -175,8 +216,9 @@ static void move_frames(struct peer *p, int from, int to)
 }
 
 /* Dial another of @p's addresses than the one stalled connection @i
- * reaches; the call's HELLO moves the frames (chan_stall_hello()). */
-static void redial(struct peer *p, int i)
+ * reaches, on none of the rails in @down; the call's HELLO moves the
+ * frames (chan_stall_hello()). */
+static void redial(struct peer *p, int i, uint32_t down)
 {
 	struct sockaddr_in sa = { 0 };
 	socklen_t len = sizeof(sa);
@@ -192,13 +234,15 @@ static void redial(struct peer *p, int i)
 		const struct r2cc_ctrl_addr *a =
 			&p->addr[(p->redial_next + k) % p->naddr];
 
-		if (a->family != 4 || !memcmp(a->addr, &sa.sin_addr, 4))
+		if (a->family != 4 || !memcmp(a->addr, &sa.sin_addr, 4) ||
+		    (a->rail < R2CC_CTRL_RAIL_MAX && (down & (1U << a->rail))))
 			continue;
 		p->redial_next = (p->redial_next + k + 1) % p->naddr;
 		j = chan_conn_dial(a, C_HELLO, -1);
 		if (j < 0)
 			continue;
 		cs.conns[j]->peer = p->id;
+		cs.conns[j]->replaces = true;
 		cs.conns[j]->deadline_ns =
 			chan_now_ns() + MIG_CHAN_STEP_MS * 1000000ULL;
 		p->redial = j;
@@ -213,35 +257,40 @@ static void redial(struct peer *p, int i)
 
 void chan_stall_check(uint64_t now)
 {
+	uint32_t down =
+		atomic_load_explicit(&cs.rails_down, memory_order_relaxed);
 	struct peer *p;
 
-	if (now - cs.stall_check_ns < TICK_MS * 1000000ULL)
+	if (!down && now - cs.stall_check_ns < TICK_MS * 1000000ULL)
 		return;
+	down = atomic_exchange(&cs.rails_down, 0);
 	cs.stall_check_ns = now;
 	for (p = cs.peer_list; p; p = p->next) {
 		int i = p->conn, j;
 
+		if (i < 0 || cs.conns[i]->role != C_OPEN)
+			continue;
 		/* (a connection written to long ago has nothing owed) */
-		if (i < 0 || cs.conns[i]->role != C_OPEN ||
-		    now - cs.conns[i]->put_ns >
-			    CHAN_STALL_LOOK_MS * 1000000ULL ||
-		    !stalled(i))
+		if (!on_rail(i, down) &&
+		    (now - cs.conns[i]->put_ns >
+			     CHAN_STALL_LOOK_MS * 1000000ULL ||
+		     !stalled(i)))
 			continue;
 		j = chan_conn_other_open(p->id, i);
-		if (j >= 0 && !stalled(j))
+		if (j >= 0 && !stalled(j) && !on_rail(j, down))
 			move_frames(p, i, j);
 		else
-			redial(p, i);
+			redial(p, i, down);
 	}
 }
 
-void chan_stall_hello(struct peer *p, int i)
+void chan_stall_hello(struct peer *p, int i, bool replaces)
 {
 	bool ours = p->redial == i && cs.conns[i]->gen == p->redial_gen;
 
 	if (ours)
 		p->redial = -1;
 	if (p->conn >= 0 && p->conn != i && cs.conns[p->conn]->role == C_OPEN &&
-	    (ours || stalled(p->conn)))
+	    (ours || replaces || stalled(p->conn)))
 		move_frames(p, p->conn, i);
 }

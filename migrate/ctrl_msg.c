@@ -161,7 +161,7 @@ static void x_body(struct cur *c, struct r2cc_ctrl_msg *m)
 		x8(c, &m->hello.ver_min);
 		x8(c, &m->hello.ver_max);
 		x8(c, &m->hello.naddr);
-		x_rsv(c, 1);
+		x8(c, &m->hello.flags);
 		x32(c, &m->hello.pid);
 		x_addrs(c, m->hello.addr, m->hello.naddr);
 		break;
@@ -352,6 +352,7 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		return m->hello.ver_min >= 1 &&
 		       m->hello.ver_min <= R2CC_CTRL_VERSION &&
 		       m->hello.ver_max >= R2CC_CTRL_VERSION &&
+		       !(m->hello.flags & ~R2CC_CTRL_HELLO_REPLACES) &&
 		       pid_ok(m->hello.pid) &&
 		       addrs_ok(m->hello.addr, m->hello.naddr);
 	case R2CC_CTRL_LOOKUP:

@@ -148,6 +148,10 @@ enum r2cc_ctrl_fb_phase {
  * ours): never answered itself, or two bound ends would echo each
  * other's binds for ever. */
 #define R2CC_CTRL_BIND_ECHO (1U << 3)
+/* HELLO: the sender's channel to the receiver stalled or its rail went
+ * down: this call replaces it, the receiver's frames follow (and the
+ * frames it may not have delivered are sent again on it). */
+#define R2CC_CTRL_HELLO_REPLACES (1U << 0)
 /* FAILBACK PROPOSE: the sender saw its rail go down and come back since
  * the failover (a rail without that evidence, e.g. after a black hole,
  * does not start a move back by itself). */
@@ -201,6 +205,7 @@ struct r2cc_ctrl_msg {
 	union {
 		struct {
 			uint8_t ver_min, ver_max, naddr;
+			uint8_t flags; /* R2CC_CTRL_HELLO_REPLACES */
 			uint32_t pid;
 			struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
 		} hello;

@@ -137,6 +137,9 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 {
 	struct r2cc_mig_qp *mq;
 
+	/* a channel on that rail first: the FAILOVERs must not wait for
+	 * TCP to give up on it */
+	r2cc_chan_rail_down(rail);
 	/* each QP's FAILOVER gathered: one frame per peer */
 	r2cc_chan_hold();
 	pthread_mutex_lock(&ps.lock);

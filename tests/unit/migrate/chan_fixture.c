@@ -178,6 +178,13 @@ void read_frame(int fd, const struct r2cc_ctrl_key *key,
 void say_hello(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
 	       uint64_t seq, const struct r2cc_ctrl_addr *addr, int naddr)
 {
+	say_hello_flags(fd, key, id, seq, addr, naddr, 0);
+}
+
+void say_hello_flags(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
+		     uint64_t seq, const struct r2cc_ctrl_addr *addr, int naddr,
+		     uint8_t flags)
+{
 	static uint8_t buf[R2CC_CTRL_FRAME_MAX];
 	struct r2cc_ctrl_msg m;
 	int len;
@@ -189,6 +196,7 @@ void say_hello(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
 	m.hdr.seq = seq;
 	m.hello.ver_min = m.hello.ver_max = R2CC_CTRL_VERSION;
 	m.hello.pid = (uint32_t)getpid();
+	m.hello.flags = flags;
 	m.hello.naddr = (uint8_t)naddr;
 	if (naddr)
 		memcpy(m.hello.addr, addr, (size_t)naddr * sizeof(*addr));

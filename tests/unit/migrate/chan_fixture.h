@@ -56,6 +56,10 @@ void read_frame(int fd, const struct r2cc_ctrl_key *key,
 /* @id's HELLO (seq @seq, naming @naddr addresses) written on @fd */
 void say_hello(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
 	       uint64_t seq, const struct r2cc_ctrl_addr *addr, int naddr);
+/* The same with R2CC_CTRL_HELLO_* @flags */
+void say_hello_flags(int fd, const struct r2cc_ctrl_key *key, uint64_t id,
+		     uint64_t seq, const struct r2cc_ctrl_addr *addr, int naddr,
+		     uint8_t flags);
 /* A peer (@id) dialling our direct port: its HELLO, then our answer;
  * @rcvbuf: its receive buffer (0: the default). */
 int fake_peer_buf(const struct r2cc_ctrl_key *key, uint64_t id, uint64_t seq,

@@ -4,8 +4,12 @@
  * replaced (chan_stall.c): its frames move to the peer's other channel,
  * those it may not have delivered first, none missing; a peer with no
  * other is called at another address; a frame that comes twice is taken
- * once and the stream goes on. Loopback TCP never backs off: a probe
- * stands in for TCP's judgement (r2cc_chan_test_stall_probe()).
+ * once and the stream goes on. A channel from a rail that went down is
+ * replaced at once, the call to an address not on that rail, and a peer
+ * whose call says it replaces its channel is followed. Loopback TCP never
+ * backs off and has no rails: probes stand in for TCP's judgement
+ * (r2cc_chan_test_stall_probe()) and the netdevs
+ * (r2cc_chan_test_rail_probe()).
  */
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -29,6 +33,24 @@ static bool probe(int fd)
 
 	return !getpeername(fd, (struct sockaddr *)&a, &len) &&
 	       ntohs(a.sin_port) == stalled_port;
+}
+
+/* The rail of the channel's end whose peer is the test's stalled_port */
+static int rail_probe(int fd)
+{
+	return probe(fd) ? 0 : -1;
+}
+
+/* A socket connected to the channel's direct port */
+static int dial_us(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(r2cc_chan_port()),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
 }
 
 static uint16_t local_port(int fd)
@@ -83,6 +105,22 @@ static void drain(int fd, const struct r2cc_ctrl_key *key, bool *seen, int n,
 		for (off = 0; r2cc_ctrl_batch_next(&m, &off, &one);)
 			saw(&one, seen, n, lo, hi);
 	}
+}
+
+/* Waits (5 s at most) for the HELLO on the new channel to be taken and
+ * the frames moved there */
+static void moved_on(void)
+{
+	struct r2cc_chan_stats st;
+	int n;
+
+	for (n = 0; n < 100; n++) {
+		r2cc_chan_get_stats(&st);
+		if (st.stalled)
+			return;
+		usleep(50 * 1000);
+	}
+	cr_assert_fail("no move to the new channel");
 }
 
 /* A peer reading too slowly on its first channel leaves frames in TCP's
@@ -141,7 +179,7 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	struct r2cc_ctrl_addr addr[2];
 	struct r2cc_ctrl_msg m;
 	bool seen[4] = { false };
-	int lfd, fd1, fd2, n, lo, hi;
+	int lfd, fd1, fd2, lo, hi;
 
 	start();
 	/* the peer listens on 127.0.0.2 too; its HELLO names both */
@@ -149,15 +187,7 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	cr_assert_eq(listen(lfd, 4), 0);
 	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
-	fd1 = socket(AF_INET, SOCK_STREAM, 0);
-	{
-		struct sockaddr_in a = { .sin_family = AF_INET,
-					 .sin_port = htons(r2cc_chan_port()),
-					 .sin_addr.s_addr =
-						 htonl(INADDR_LOOPBACK) };
-
-		cr_assert_eq(connect(fd1, (struct sockaddr *)&a, sizeof(a)), 0);
-	}
+	fd1 = dial_us();
 	memset(addr, 0, sizeof(addr));
 	addr[0].family = addr[1].family = 4;
 	addr[0].rail = R2CC_CTRL_RAIL_MGMT;
@@ -180,15 +210,7 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
 	cr_assert_eq(m.hdr.receiver, id);
 	say_hello(fd2, &key, id, 2, NULL, 0);
-	for (n = 0; n < 100; n++) { /* the HELLO taken: frames moved */
-		struct r2cc_chan_stats st;
-
-		r2cc_chan_get_stats(&st);
-		if (st.stalled)
-			break;
-		usleep(50 * 1000);
-	}
-	cr_assert_lt(n, 100, "no move to the new channel");
+	moved_on();
 	keepalive(id, 3);
 	drain(fd2, &key, seen, 4, &lo, &hi);
 	cr_assert_eq(hi, 3, "frames after the call go on it (last %d)", hi);
@@ -196,6 +218,104 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	close(fd1);
 	close(fd2);
 	close(lfd);
+	r2cc_chan_stop();
+}
+
+/* A peer whose one channel is from rail 0 here; rail 0 goes down: the
+ * channel calls the peer at once, not at its rail 0 address nor at the
+ * old one, says the call replaces the old channel, and moves the frames.
+ * (No stall probe: TCP on loopback never backs off.) */
+Test(chan_stall, a_channel_from_a_rail_that_went_down_is_replaced_at_once)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000beefULL;
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(0x7f000002) };
+	socklen_t len = sizeof(sa);
+	struct r2cc_ctrl_addr addr[3];
+	struct pollfd pl;
+	struct r2cc_ctrl_msg m;
+	bool seen[4] = { false };
+	int lfd, fd1, fd2, lo, hi;
+
+	start();
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(lfd, 4), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	fd1 = dial_us();
+	/* its addresses: the old channel's, one on rail 0 (nobody listens
+	 * there), one on rail 1 */
+	memset(addr, 0, sizeof(addr));
+	addr[0].family = addr[1].family = addr[2].family = 4;
+	addr[0].rail = R2CC_CTRL_RAIL_MGMT;
+	addr[1].rail = 0;
+	addr[2].rail = 1;
+	addr[0].port = addr[1].port = addr[2].port = ntohs(sa.sin_port);
+	memcpy(addr[0].addr, "\x7f\x00\x00\x01", 4);
+	memcpy(addr[1].addr, "\x7f\x00\x00\x03", 4);
+	memcpy(addr[2].addr, "\x7f\x00\x00\x02", 4);
+	say_hello(fd1, &key, id, 1, addr, 3);
+	read_frame(fd1, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	keepalive(id, 0);
+	stalled_port = local_port(fd1);
+	r2cc_chan_test_rail_probe(rail_probe);
+	r2cc_chan_rail_down(1); /* not its rail: nothing */
+	pl = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	cr_assert_eq(poll(&pl, 1, 600), 0, "a call for rail 1's fall");
+	r2cc_chan_rail_down(0);
+	cr_assert_eq(poll(&pl, 1, 3000), 1, "no call at rail 1's address");
+	fd2 = accept(lfd, NULL, NULL);
+	cr_assert_geq(fd2, 0);
+	read_frame(fd2, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	cr_assert(m.hello.flags & R2CC_CTRL_HELLO_REPLACES,
+		  "the call says it replaces the channel");
+	say_hello(fd2, &key, id, 2, NULL, 0);
+	moved_on();
+	keepalive(id, 3);
+	drain(fd1, &key, seen, 4, &lo, &hi);
+	cr_assert_eq(hi, 0, "the old one had delivered frame 0 (last %d)", hi);
+	drain(fd2, &key, seen, 4, &lo, &hi);
+	cr_assert_eq(hi, 3, "frames after the call go on it (last %d)", hi);
+	r2cc_chan_test_rail_probe(NULL);
+	close(fd1);
+	close(fd2);
+	close(lfd);
+	r2cc_chan_stop();
+}
+
+/* A peer calls again, its call saying it replaces its channel (its rail
+ * went down there): our frames follow it; a second channel that does not
+ * say so leaves them where they are. */
+Test(chan_stall, a_peer_that_replaces_its_channel_is_followed)
+{
+	struct r2cc_ctrl_key key = job_key();
+	const uint64_t id = 0x5eed0000d00dULL;
+	struct r2cc_ctrl_msg m;
+	bool seen[8] = { false };
+	int fd1, fd2, fd3, lo, hi;
+
+	start();
+	fd1 = fake_peer(&key, id, 1);
+	fd2 = dial_us();
+	say_hello(fd2, &key, id, 2, NULL, 0);
+	read_frame(fd2, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	keepalive(id, 1);
+	drain(fd1, &key, seen, 8, &lo, &hi);
+	cr_assert_eq(hi, 1, "frames stay on the first channel");
+	fd3 = dial_us();
+	say_hello_flags(fd3, &key, id, 3, NULL, 0, R2CC_CTRL_HELLO_REPLACES);
+	read_frame(fd3, &key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	keepalive(id, 5);
+	drain(fd3, &key, seen, 8, &lo, &hi);
+	cr_assert_eq(hi, 5, "frames follow the replacing call (last %d)", hi);
+	close(fd1);
+	close(fd2);
+	close(fd3);
 	r2cc_chan_stop();
 }
 

@@ -78,6 +78,7 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 		m->hello.ver_min = 1;
 		m->hello.ver_max = 3;
 		m->hello.pid = 4242;
+		m->hello.flags = full ? R2CC_CTRL_HELLO_REPLACES : 0;
 		m->hello.naddr = full ? R2CC_CTRL_MAX_ADDRS : 3;
 		fill_addrs(m->hello.addr, m->hello.naddr);
 		break;
@@ -356,7 +357,9 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "hello naddr 255", R2CC_CTRL_HELLO, B(2), 1, 255, -EBADMSG },
 		{ "hello naddr +1", R2CC_CTRL_HELLO, B(2), 1, 4, -EBADMSG },
 		{ "hello naddr -1", R2CC_CTRL_HELLO, B(2), 1, 2, -EBADMSG },
-		{ "hello rsv", R2CC_CTRL_HELLO, B(3), 1, 1, -EBADMSG },
+		{ "hello flags 2", R2CC_CTRL_HELLO, B(3), 1, 2, -EBADMSG },
+		{ "hello flags 0x80", R2CC_CTRL_HELLO, B(3), 1, 0x80,
+		  -EBADMSG },
 		{ "hello pid 0", R2CC_CTRL_HELLO, B(4), 4, 0, -EBADMSG },
 		{ "hello pid 2^31", R2CC_CTRL_HELLO, B(4), 4, 1U << 31,
 		  -EBADMSG },
