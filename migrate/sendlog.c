@@ -376,13 +376,16 @@ static void force_signals(struct r2cc_sendlog *log)
 	}
 }
 
-/* @peer_rq_psn as an offset in packets from the oldest entry's first */
+/* @peer_rq_psn as an offset in packets from the oldest entry's first;
+ * -EBUSY once replayed, -ERANGE outside the outstanding PSNs */
 static int peer_off(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		    uint32_t *off)
 {
 	uint32_t base = log->count ? at(log, 0)->first_psn : log->next_psn;
 	int32_t d = r2cc_psn_diff(peer_rq_psn & R2CC_PSN_MASK, base);
 
+	if (log->frozen)
+		return -EBUSY;
 	/* Still at r2cc's own WRs: none of the program's executed */
 	if (d < 0 && (uint32_t)-d <= log->lead)
 		d = 0;
@@ -398,11 +401,8 @@ int r2cc_sendlog_consumed(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 	const struct r2cc_sendlog_ent *e;
 	enum r2cc_sendlog_disp d;
 	uint32_t off, eoff = 0, i;
-	int ret;
+	int ret = peer_off(log, peer_rq_psn, &off);
 
-	if (log->frozen)
-		return -EBUSY;
-	ret = peer_off(log, peer_rq_psn, &off);
 	if (ret)
 		return ret;
 	*n = 0;
@@ -411,8 +411,7 @@ int r2cc_sendlog_consumed(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		d = judge(e, eoff, off);
 		if (d == R2CC_SL_LOST)
 			break; /* what follows is flushed */
-		if (d == R2CC_SL_DONE && r2cc_wr_consumes_recv(e->wr.opcode))
-			(*n)++;
+		*n += d == R2CC_SL_DONE && r2cc_wr_consumes_recv(e->wr.opcode);
 		eoff += e->npkts;
 	}
 	return 0;
@@ -425,11 +424,8 @@ int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 	struct r2cc_sendlog_ent *e;
 	enum r2cc_sendlog_disp was;
 	uint32_t off, eoff = 0, i;
-	int ret;
+	int ret = peer_off(log, peer_rq_psn, &off);
 
-	if (log->frozen)
-		return -EBUSY;
-	ret = peer_off(log, peer_rq_psn, &off);
 	if (ret)
 		return ret;
 	memset(res, 0, sizeof(*res));

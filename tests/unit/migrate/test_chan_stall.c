@@ -53,6 +53,32 @@ static int dial_us(void)
 	return fd;
 }
 
+/* The peer listening on 127.0.0.2 too (its port in @sa): the fd */
+static int peer_listens(struct sockaddr_in *sa)
+{
+	socklen_t len = sizeof(*sa);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	*sa = (struct sockaddr_in){ .sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(0x7f000002) };
+	cr_assert_eq(bind(lfd, (struct sockaddr *)sa, sizeof(*sa)), 0);
+	cr_assert_eq(listen(lfd, 4), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)sa, &len), 0);
+	return lfd;
+}
+
+/* One of the peer's addresses for its HELLO: 127.0.0.@host on @rail */
+static void addr_at(struct r2cc_ctrl_addr *a, uint8_t rail, uint8_t host,
+		    const struct sockaddr_in *sa)
+{
+	memset(a, 0, sizeof(*a));
+	a->family = 4;
+	a->rail = rail;
+	a->port = ntohs(sa->sin_port);
+	a->addr[0] = 127;
+	a->addr[3] = host;
+}
+
 static uint16_t local_port(int fd)
 {
 	struct sockaddr_in a = { 0 };
@@ -173,28 +199,18 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 {
 	struct r2cc_ctrl_key key = job_key();
 	const uint64_t id = 0x5eed0000f00dULL;
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(0x7f000002) };
-	socklen_t len = sizeof(sa);
 	struct r2cc_ctrl_addr addr[2];
+	struct sockaddr_in sa;
 	struct r2cc_ctrl_msg m;
 	bool seen[4] = { false };
 	int lfd, fd1, fd2, lo, hi;
 
 	start();
 	/* the peer listens on 127.0.0.2 too; its HELLO names both */
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	cr_assert_eq(listen(lfd, 4), 0);
-	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	lfd = peer_listens(&sa);
 	fd1 = dial_us();
-	memset(addr, 0, sizeof(addr));
-	addr[0].family = addr[1].family = 4;
-	addr[0].rail = R2CC_CTRL_RAIL_MGMT;
-	addr[1].rail = 1;
-	addr[0].port = addr[1].port = ntohs(sa.sin_port);
-	memcpy(addr[0].addr, "\x7f\x00\x00\x01", 4);
-	memcpy(addr[1].addr, "\x7f\x00\x00\x02", 4);
+	addr_at(&addr[0], R2CC_CTRL_RAIL_MGMT, 1, &sa);
+	addr_at(&addr[1], 1, 2, &sa);
 	say_hello(fd1, &key, id, 1, addr, 2);
 	read_frame(fd1, &key, &m);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
@@ -229,32 +245,21 @@ Test(chan_stall, a_channel_from_a_rail_that_went_down_is_replaced_at_once)
 {
 	struct r2cc_ctrl_key key = job_key();
 	const uint64_t id = 0x5eed0000beefULL;
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(0x7f000002) };
-	socklen_t len = sizeof(sa);
 	struct r2cc_ctrl_addr addr[3];
+	struct sockaddr_in sa;
 	struct pollfd pl;
 	struct r2cc_ctrl_msg m;
 	bool seen[4] = { false };
 	int lfd, fd1, fd2, lo, hi;
 
 	start();
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	cr_assert_eq(listen(lfd, 4), 0);
-	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	lfd = peer_listens(&sa);
 	fd1 = dial_us();
 	/* its addresses: the old channel's, one on rail 0 (nobody listens
 	 * there), one on rail 1 */
-	memset(addr, 0, sizeof(addr));
-	addr[0].family = addr[1].family = addr[2].family = 4;
-	addr[0].rail = R2CC_CTRL_RAIL_MGMT;
-	addr[1].rail = 0;
-	addr[2].rail = 1;
-	addr[0].port = addr[1].port = addr[2].port = ntohs(sa.sin_port);
-	memcpy(addr[0].addr, "\x7f\x00\x00\x01", 4);
-	memcpy(addr[1].addr, "\x7f\x00\x00\x03", 4);
-	memcpy(addr[2].addr, "\x7f\x00\x00\x02", 4);
+	addr_at(&addr[0], R2CC_CTRL_RAIL_MGMT, 1, &sa);
+	addr_at(&addr[1], 0, 3, &sa);
+	addr_at(&addr[2], 1, 2, &sa);
 	say_hello(fd1, &key, id, 1, addr, 3);
 	read_frame(fd1, &key, &m);
 	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
