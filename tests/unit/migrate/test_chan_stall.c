@@ -149,6 +149,35 @@ static void moved_on(void)
 	cr_assert_fail("no move to the new channel");
 }
 
+/* The peer (@id) calls our direct port, naming @addr: the fd */
+static int peer_calls(const struct r2cc_ctrl_key *key, uint64_t id,
+		      const struct r2cc_ctrl_addr *addr, int naddr)
+{
+	struct r2cc_ctrl_msg m;
+	int fd = dial_us();
+
+	say_hello(fd, key, id, 1, addr, naddr);
+	read_frame(fd, key, &m);
+	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	return fd;
+}
+
+/* The channel's call to the peer, on @lfd: its HELLO read (into @m) and
+ * answered, the frames moved there. The call's fd. */
+static int take_call(int lfd, const struct r2cc_ctrl_key *key, uint64_t id,
+		     struct r2cc_ctrl_msg *m)
+{
+	int fd = accept(lfd, NULL, NULL);
+
+	cr_assert_geq(fd, 0);
+	read_frame(fd, key, m);
+	cr_assert_eq(m->hdr.type, R2CC_CTRL_HELLO);
+	cr_assert_eq(m->hdr.receiver, id);
+	say_hello(fd, key, id, 2, NULL, 0);
+	moved_on();
+	return fd;
+}
+
 /* A peer reading too slowly on its first channel leaves frames in TCP's
  * hands there; that channel stalls: the frames go on the second, those
  * the first may not have delivered first, and the union is every frame,
@@ -208,25 +237,15 @@ Test(chan_stall, a_peer_with_no_other_channel_is_called_again)
 	start();
 	/* the peer listens on 127.0.0.2 too; its HELLO names both */
 	lfd = peer_listens(&sa);
-	fd1 = dial_us();
 	addr_at(&addr[0], R2CC_CTRL_RAIL_MGMT, 1, &sa);
 	addr_at(&addr[1], 1, 2, &sa);
-	say_hello(fd1, &key, id, 1, addr, 2);
-	read_frame(fd1, &key, &m);
-	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
-
+	fd1 = peer_calls(&key, id, addr, 2);
 	keepalive(id, 0);
 	keepalive(id, 1);
 	stalled_port = local_port(fd1);
 	r2cc_chan_test_stall_probe(probe);
 	/* the call comes to 127.0.0.2 (127.0.0.1 is the stalled one's) */
-	fd2 = accept(lfd, NULL, NULL);
-	cr_assert_geq(fd2, 0);
-	read_frame(fd2, &key, &m);
-	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
-	cr_assert_eq(m.hdr.receiver, id);
-	say_hello(fd2, &key, id, 2, NULL, 0);
-	moved_on();
+	fd2 = take_call(lfd, &key, id, &m);
 	keepalive(id, 3);
 	drain(fd2, &key, seen, 4, &lo, &hi);
 	cr_assert_eq(hi, 3, "frames after the call go on it (last %d)", hi);
@@ -254,15 +273,12 @@ Test(chan_stall, a_channel_from_a_rail_that_went_down_is_replaced_at_once)
 
 	start();
 	lfd = peer_listens(&sa);
-	fd1 = dial_us();
 	/* its addresses: the old channel's, one on rail 0 (nobody listens
 	 * there), one on rail 1 */
 	addr_at(&addr[0], R2CC_CTRL_RAIL_MGMT, 1, &sa);
 	addr_at(&addr[1], 0, 3, &sa);
 	addr_at(&addr[2], 1, 2, &sa);
-	say_hello(fd1, &key, id, 1, addr, 3);
-	read_frame(fd1, &key, &m);
-	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	fd1 = peer_calls(&key, id, addr, 3);
 	keepalive(id, 0);
 	stalled_port = local_port(fd1);
 	r2cc_chan_test_rail_probe(rail_probe);
@@ -271,14 +287,9 @@ Test(chan_stall, a_channel_from_a_rail_that_went_down_is_replaced_at_once)
 	cr_assert_eq(poll(&pl, 1, 600), 0, "a call for rail 1's fall");
 	r2cc_chan_rail_down(0);
 	cr_assert_eq(poll(&pl, 1, 3000), 1, "no call at rail 1's address");
-	fd2 = accept(lfd, NULL, NULL);
-	cr_assert_geq(fd2, 0);
-	read_frame(fd2, &key, &m);
-	cr_assert_eq(m.hdr.type, R2CC_CTRL_HELLO);
+	fd2 = take_call(lfd, &key, id, &m);
 	cr_assert(m.hello.flags & R2CC_CTRL_HELLO_REPLACES,
 		  "the call says it replaces the channel");
-	say_hello(fd2, &key, id, 2, NULL, 0);
-	moved_on();
 	keepalive(id, 3);
 	drain(fd1, &key, seen, 4, &lo, &hi);
 	cr_assert_eq(hi, 0, "the old one had delivered frame 0 (last %d)", hi);
