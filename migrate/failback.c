@@ -500,7 +500,6 @@ void r2cc_mig_fb_rearm_drop(struct r2cc_mig_qp *mq)
 	rearm_set(mq, R2CC_REARM_NONE);
 }
 
-/* Moved back (mq lock held): re-arm the backup with the peer. */
 void r2cc_mig_fb_posted(struct r2cc_mig_qp *mq)
 {
 	if (send_fb(mq, R2CC_CTRL_FB_POSTED, 0, mq->fb.psn))
@@ -509,6 +508,7 @@ void r2cc_mig_fb_posted(struct r2cc_mig_qp *mq)
 			  mq->qpn);
 }
 
+/* Moved back (mq lock held): re-arm the backup with the peer. */
 void r2cc_mig_fb_moved(struct r2cc_mig_qp *mq)
 {
 	mq->fb.urgent = false;
