@@ -109,6 +109,23 @@ static void bad_rq_psn(struct r2cc_mig_qp *mq, int ret)
 	r2cc_mig_abandon(mq, "the peer's rq_psn is not ours");
 }
 
+/* The peer's receives our SENDs consumed at its rq_psn: those retired and
+ * those it executed (DONE at the replay; counted as they complete,
+ * later). A QP that never reached RTS sent nothing. Not 0: abandoned
+ * (lock held). */
+static int peer_consumed(struct r2cc_mig_qp *mq, uint64_t *consumed)
+{
+	uint32_t n = 0;
+	int ret = mq->rts ?
+			  r2cc_sendlog_consumed(mq->slog, mq->peer_rq_psn, &n) :
+			  0;
+
+	if (ret)
+		bad_rq_psn(mq, ret);
+	*consumed = mq->consumers_done + n;
+	return ret;
+}
+
 /*
  * Moving back, the peer's FAILOVER in: our FAILOVER_ACK goes now, the
  * replay once the peer says its receives are re-posted on its primary
@@ -121,19 +138,9 @@ static void bad_rq_psn(struct r2cc_mig_qp *mq, int ret)
  */
 static void ack_first(struct r2cc_mig_qp *mq)
 {
-	uint32_t n = 0;
-	int ret;
-
-	if (mq->fb.acked)
+	if (mq->fb.acked || peer_consumed(mq, &mq->fb.acked_recvs))
 		return;
-	ret = mq->rts ? r2cc_sendlog_consumed(mq->slog, mq->peer_rq_psn, &n) :
-			0;
-	if (ret) {
-		bad_rq_psn(mq, ret);
-		return;
-	}
 	mq->fb.acked = true;
-	mq->fb.acked_recvs = mq->consumers_done + n;
 	r2cc_mig_send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why,
 			       mq->fb.acked_recvs, false, false);
 }
@@ -168,6 +175,8 @@ void r2cc_mig_replay(struct r2cc_mig_qp *mq)
 		else
 			mq->pstale = true;
 	}
+	if (peer_consumed(mq, &consumed))
+		return;
 	/* A QP that never reached RTS sent nothing: nothing to replay. */
 	ret = mq->rts ? r2cc_sendlog_replay(mq->slog, mq->peer_rq_psn, &res) :
 			0;
@@ -184,13 +193,6 @@ void r2cc_mig_replay(struct r2cc_mig_qp *mq)
 			    mq->qpn, i, (unsigned long long)e->wr.wr_id,
 			    e->wr.opcode, e->signaled, e->disp);
 	r2cc_mig_drain_done(mq); /* the head the peer executed completes now */
-	/* The peer's receives our SENDs consumed: those retired and those
-	 * it executed (DONE; counted as they complete, later). */
-	consumed = mq->consumers_done;
-	for (i = 0; (e = r2cc_sendlog_peek(mq->slog, i)); i++)
-		if (e->disp == R2CC_SL_DONE &&
-		    r2cc_wr_consumes_recv(e->wr.opcode))
-			consumed++;
 	if (!mq->fb.acked) {
 		r2cc_mig_send_fo_taken(mq, R2CC_CTRL_FAILOVER_ACK, mq->why,
 				       consumed, false, taken);
