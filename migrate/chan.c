@@ -58,24 +58,25 @@ static int rail_of_if(const char *name)
 	return -1;
 }
 
-int chan_rail_of_addr(const struct in_addr *a)
+int chan_rail_addrs(uint32_t rails, struct in_addr *out, int max)
 {
 	struct ifaddrs *ifa, *i;
-	int rail = -1;
+	int n = 0, rail;
 
 	if (getifaddrs(&ifa))
-		return -1;
-	for (i = ifa; i; i = i->ifa_next) {
+		return 0;
+	for (i = ifa; i && n < max; i = i->ifa_next) {
 		const struct sockaddr_in *sin = (const void *)i->ifa_addr;
 
-		if (sin && sin->sin_family == AF_INET &&
-		    sin->sin_addr.s_addr == a->s_addr) {
-			rail = rail_of_if(i->ifa_name);
-			break;
-		}
+		rail = sin && sin->sin_family == AF_INET ?
+			       rail_of_if(i->ifa_name) :
+			       -1;
+		if (rail >= 0 && rail < R2CC_CTRL_RAIL_MAX &&
+		    (rails & (1U << rail)))
+			out[n++] = sin->sin_addr;
 	}
 	freeifaddrs(ifa);
-	return rail;
+	return n;
 }
 
 int r2cc_chan_addrs(struct r2cc_ctrl_addr *out, int max, uint16_t port)

@@ -182,8 +182,9 @@ struct chan_state {
 };
 extern struct chan_state cs;
 
-/* The rail whose netdev has local address @a (chan.c), or -1 */
-int chan_rail_of_addr(const struct in_addr *a);
+/* Our IPv4 addresses on the netdevs of the rails in @rails (bits), at
+ * most @max into @out (chan.c): how many */
+int chan_rail_addrs(uint32_t rails, struct in_addr *out, int max);
 
 static inline uint64_t chan_now_ns(void)
 {

@@ -126,25 +126,35 @@ void r2cc_chan_rail_down(int rail)
 	chan_wake();
 }
 
-/* Is connection @i's own end on one of the rails in @down (bits)? */
-static bool on_rail(int i, uint32_t down)
+/* The rails that went down since the last look, and our addresses on
+ * them (read once a look) */
+struct rails_down {
+	uint32_t bits;
+	int n;
+	struct in_addr addr[2 * R2CC_CTRL_RAIL_MAX];
+};
+
+/* Is connection @i's own end on one of the rails in @d? */
+static bool on_rail(int i, const struct rails_down *d)
 {
 	struct sockaddr_in sa = { 0 };
 	socklen_t len = sizeof(sa);
-	int rail;
+	int k, rail;
 
-	if (!down)
+	if (!d->bits)
 		return false;
 	if (rail_probe) {
 		rail = rail_probe(cs.conns[i]->fd);
-	} else {
-		if (getsockname(cs.conns[i]->fd, (struct sockaddr *)&sa,
-				&len) ||
-		    sa.sin_family != AF_INET)
-			return false;
-		rail = chan_rail_of_addr(&sa.sin_addr);
+		return rail >= 0 && rail < R2CC_CTRL_RAIL_MAX &&
+		       (d->bits & (1U << rail));
 	}
-	return rail >= 0 && rail < R2CC_CTRL_RAIL_MAX && (down & (1U << rail));
+	if (getsockname(cs.conns[i]->fd, (struct sockaddr *)&sa, &len) ||
+	    sa.sin_family != AF_INET)
+		return false;
+	for (k = 0; k < d->n; k++)
+		if (d->addr[k].s_addr == sa.sin_addr.s_addr)
+			return true;
+	return false;
 }
 
 /* Has TCP stopped getting through on connection @i? */
@@ -257,13 +267,17 @@ static void redial(struct peer *p, int i, uint32_t down)
 
 void chan_stall_check(uint64_t now)
 {
-	uint32_t down =
-		atomic_load_explicit(&cs.rails_down, memory_order_relaxed);
+	struct rails_down d = { .bits = atomic_load_explicit(
+					&cs.rails_down, memory_order_relaxed) };
 	struct peer *p;
 
-	if (!down && now - cs.stall_check_ns < TICK_MS * 1000000ULL)
+	if (!d.bits && now - cs.stall_check_ns < TICK_MS * 1000000ULL)
 		return;
-	down = atomic_exchange(&cs.rails_down, 0);
+	d.bits = atomic_exchange(&cs.rails_down, 0);
+	if (d.bits)
+		d.n = chan_rail_addrs(
+			d.bits, d.addr,
+			(int)(sizeof(d.addr) / sizeof(d.addr[0])));
 	cs.stall_check_ns = now;
 	for (p = cs.peer_list; p; p = p->next) {
 		int i = p->conn, j;
@@ -271,16 +285,16 @@ void chan_stall_check(uint64_t now)
 		if (i < 0 || cs.conns[i]->role != C_OPEN)
 			continue;
 		/* (a connection written to long ago has nothing owed) */
-		if (!on_rail(i, down) &&
+		if (!on_rail(i, &d) &&
 		    (now - cs.conns[i]->put_ns >
 			     CHAN_STALL_LOOK_MS * 1000000ULL ||
 		     !stalled(i)))
 			continue;
 		j = chan_conn_other_open(p->id, i);
-		if (j >= 0 && !stalled(j) && !on_rail(j, down))
+		if (j >= 0 && !stalled(j) && !on_rail(j, &d))
 			move_frames(p, i, j);
 		else
-			redial(p, i, down);
+			redial(p, i, d.bits);
 	}
 }
 
