@@ -23,7 +23,7 @@
  * and exits 0 only when nothing failed.
  *
  * usage: r2cc-nccl -d DEV [-g GIDX] [-p PORT] [-c CONNS] [-q QPS] [-t SECS]
- *        [--no-flush] [--stall S] [SERVER]
+ *        [--no-flush] [--stall S] [--timeout T] [SERVER]
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -201,7 +201,8 @@ static struct ibv_qp *new_qp(struct nc *n, struct nc_qpinfo *me)
 	return qp;
 }
 
-/* RTR towards @peer, then RTS: NCCL's timeout 20, retry 7. */
+/* RTR towards @peer, then RTS: NCCL's timeout (NCCL_IB_TIMEOUT, 20 by
+ * default), retry 7. */
 static void connect_qp(struct nc *n, struct ibv_qp *qp,
 		       const struct nc_qpinfo *me, const struct nc_qpinfo *peer)
 {
@@ -226,7 +227,7 @@ static void connect_qp(struct nc *n, struct ibv_qp *qp,
 				IBV_QP_MIN_RNR_TIMER))
 		die("RTR");
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS,
-				  .timeout = 20,
+				  .timeout = (uint8_t)n->timeout,
 				  .retry_cnt = 7,
 				  .rnr_retry = 7,
 				  .sq_psn = me->psn,
@@ -289,12 +290,15 @@ static void usage(int rc)
 	fprintf(rc ? stderr : stdout,
 		"usage: r2cc-nccl -d DEV [-g GIDX] [-p PORT] [-c CONNS] "
 		"[-q QPS] [-t SECS]\n"
-		"                 [--no-flush] [--stall S] [SERVER]\n"
+		"                 [--no-flush] [--stall S] [--timeout T] "
+		"[SERVER]\n"
 		"NCCL's IB transport traffic (CTS FIFO, WRITE_WITH_IMM, GPU "
 		"flush READ),\nevery byte checked. -c connections (1..%d, "
 		"default 2), -q QPs each (1..%d,\ndefault 2), -t seconds "
 		"(client; default 20), --stall: no progress for S s\nis an "
-		"error (default 10). Without SERVER: the server.\n",
+		"error (default 10), --timeout: the QPs' ACK timeout exponent\n"
+		"(1..31, NCCL_IB_TIMEOUT; default 20). Without SERVER: the "
+		"server.\n",
 		NC_MAX_CONNS, NC_MAX_QPS);
 	exit(rc);
 }
@@ -304,6 +308,7 @@ static void parse(struct nc *n, int argc, char **argv)
 	static const struct option lo[] = {
 		{ "no-flush", no_argument, NULL, 'F' },
 		{ "stall", required_argument, NULL, 'S' },
+		{ "timeout", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -315,6 +320,7 @@ static void parse(struct nc *n, int argc, char **argv)
 	n->qps = 2;
 	n->secs = 20;
 	n->stall = 10;
+	n->timeout = 20;
 	n->flush = 1;
 	while ((ch = getopt_long(argc, argv, "d:g:p:c:q:t:h", lo, NULL)) !=
 	       -1) {
@@ -343,6 +349,9 @@ static void parse(struct nc *n, int argc, char **argv)
 		case 'S':
 			n->stall = atof(optarg);
 			break;
+		case 'T':
+			n->timeout = atoi(optarg);
+			break;
 		case 'h':
 			usage(0);
 			break;
@@ -352,7 +361,8 @@ static void parse(struct nc *n, int argc, char **argv)
 	}
 	if (!n->dev || n->conns < 1 || n->conns > NC_MAX_CONNS || n->qps < 1 ||
 	    n->qps > NC_MAX_QPS || n->secs <= 0 || n->stall <= 0 ||
-	    n->tcp_port <= 0 || n->tcp_port > 65535 || argc - optind > 1)
+	    n->timeout < 1 || n->timeout > 31 || n->tcp_port <= 0 ||
+	    n->tcp_port > 65535 || argc - optind > 1)
 		usage(2);
 	n->server = optind == argc;
 	n->peer_host = n->server ? NULL : argv[optind];

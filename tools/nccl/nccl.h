@@ -93,6 +93,7 @@ struct nc_comm {
 struct nc {
 	const char *dev, *peer_host;
 	int gidx, tcp_port, conns, qps, flush, server, sock;
+	int timeout; /* the QPs' ACK timeout (NCCL_IB_TIMEOUT) */
 	double secs, stall, t0, last_progress;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
