@@ -22,45 +22,29 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MTU_BYTES 1024
-#define BUF_SIZE (512 * 1024)
-#define RBUF 8192 /* one receive buffer */
-#define REMOTE_OFF (256 * 1024) /* WRITE/READ target area */
-#define PSN_MASK 0xffffffU
-#define MAXQ 8
+#include "fence_probe.h"
 
-struct ep { /* what one QP tells its peer */
-	uint32_t qpn, psn, rkey, pad;
-	uint64_t addr;
-	uint8_t gid[16];
-};
+struct opts o = { .dev = "rxe0",
+		  .test = "acct",
+		  .ops = "send:5000",
+		  .retries = "7:14,7:8,1:14,1:8",
+		  .gidx = 1,
+		  .ibport = 1,
+		  .tcpport = 18700,
+		  .k = 8,
+		  .m = 3,
+		  .n = 6,
+		  .wait = 30 };
 
-struct opts {
-	const char *dev, *server, *test, *name, *ops, *hole, *unhole, *retries;
-	int gidx, ibport, tcpport, k, m, n;
-	uint32_t psn;
-	double wait;
-} o = { .dev = "rxe0",
-	.test = "acct",
-	.ops = "send:5000",
-	.retries = "7:14,7:8,1:14,1:8",
-	.gidx = 1,
-	.ibport = 1,
-	.tcpport = 18700,
-	.k = 8,
-	.m = 3,
-	.n = 6,
-	.wait = 30 };
+struct ibv_context *ctx;
+struct ibv_pd *pd;
+struct ibv_cq *cq;
+struct ibv_mr *mr;
+char *buf;
+union ibv_gid gid;
+int sock, client;
 
-static struct ibv_context *ctx;
-static struct ibv_pd *pd;
-static struct ibv_cq *cq;
-static struct ibv_mr *mr;
-static char *buf;
-static union ibv_gid gid;
-static int sock, client;
-
-static double now(void)
+double now(void)
 {
 	struct timespec ts;
 
@@ -68,15 +52,13 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void die(const char *what, int err)
+void die(const char *what, int err)
 {
 	fprintf(stderr, "fence_probe: %s: %s\n", what, strerror(err));
 	exit(1);
 }
 
-static void fact(const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void fact(const char *name, const char *fmt, ...)
+void fact(const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -90,7 +72,7 @@ static void fact(const char *name, const char *fmt, ...)
 
 /* ---- out-of-band TCP: every exchange is symmetric (send, then receive) */
 
-static void xchg(const void *out, void *in, size_t len)
+void xchg(const void *out, void *in, size_t len)
 {
 	size_t d;
 	ssize_t k;
@@ -105,7 +87,7 @@ static void xchg(const void *out, void *in, size_t len)
 }
 
 /* Barrier that also swaps one value with the peer. */
-static uint64_t sync64(uint64_t v)
+uint64_t sync64(uint64_t v)
 {
 	uint64_t in;
 
@@ -114,7 +96,7 @@ static uint64_t sync64(uint64_t v)
 	return be64toh(in);
 }
 
-static void oob_open(void)
+void oob_open(void)
 {
 	struct timeval tv = { .tv_sec = 60 };
 	struct addrinfo hints = { .ai_family = AF_INET,
@@ -156,7 +138,7 @@ static void oob_open(void)
 
 /* ---- verbs helpers */
 
-static void dev_open(void)
+void dev_open(void)
 {
 	struct ibv_device **l = ibv_get_device_list(NULL);
 	int i;
@@ -182,9 +164,7 @@ static void dev_open(void)
 	      fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
 }
 
-static int to_init(struct ibv_qp *qp);
-
-static struct ibv_qp *qp_new(struct ibv_srq *srq)
+struct ibv_qp *qp_new(struct ibv_srq *srq)
 {
 	struct ibv_qp_init_attr a = {
 		.send_cq = cq,
@@ -204,7 +184,7 @@ static struct ibv_qp *qp_new(struct ibv_srq *srq)
 	return qp;
 }
 
-static int to_init(struct ibv_qp *qp)
+int to_init(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
@@ -219,7 +199,7 @@ static int to_init(struct ibv_qp *qp)
 				     IBV_QP_ACCESS_FLAGS);
 }
 
-static int to_rtr(struct ibv_qp *qp, const struct ep *r)
+int to_rtr(struct ibv_qp *qp, const struct ep *r)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
@@ -241,7 +221,7 @@ static int to_rtr(struct ibv_qp *qp, const struct ep *r)
 				     IBV_QP_MIN_RNR_TIMER);
 }
 
-static int to_rts(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
+int to_rts(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTS,
@@ -258,7 +238,7 @@ static int to_rts(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
 				     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-static int to_state(struct ibv_qp *qp, enum ibv_qp_state s, double *us)
+int to_state(struct ibv_qp *qp, enum ibv_qp_state s, double *us)
 {
 	struct ibv_qp_attr a = { .qp_state = s };
 	double t = now();
@@ -271,7 +251,7 @@ static int to_state(struct ibv_qp *qp, enum ibv_qp_state s, double *us)
 
 /* Swap endpoints with the peer and bring qp (in INIT) to RTS; our sq starts
  * at psn. */
-static struct ep connect_qp(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
+struct ep connect_qp(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
 {
 	struct ep me = { .qpn = htobe32(qp->qp_num),
 			 .psn = htobe32(psn),
@@ -290,7 +270,7 @@ static struct ep connect_qp(struct ibv_qp *qp, uint32_t psn, int retry, int tmo)
 	return r;
 }
 
-static void query(struct ibv_qp *qp, uint32_t *sq, uint32_t *rq, int *st)
+void query(struct ibv_qp *qp, uint32_t *sq, uint32_t *rq, int *st)
 {
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
@@ -308,8 +288,7 @@ static void query(struct ibv_qp *qp, uint32_t *sq, uint32_t *rq, int *st)
 	*st = a.qp_state;
 }
 
-static void post_recv(struct ibv_qp *qp, struct ibv_srq *srq, uint64_t id,
-		      int slot)
+void post_recv(struct ibv_qp *qp, struct ibv_srq *srq, uint64_t id, int slot)
 {
 	struct ibv_sge s = { (uintptr_t)buf + slot * RBUF, RBUF, mr->lkey };
 	struct ibv_recv_wr w = { .wr_id = id, .sg_list = &s, .num_sge = 1 },
@@ -321,8 +300,8 @@ static void post_recv(struct ibv_qp *qp, struct ibv_srq *srq, uint64_t id,
 		die("post_recv", ret);
 }
 
-static int post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id,
-		     uint32_t len, const struct ep *r, int signaled)
+int post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id,
+	      uint32_t len, const struct ep *r, int signaled)
 {
 	struct ibv_sge s = { (uintptr_t)buf + REMOTE_OFF, len, mr->lkey };
 	struct ibv_send_wr w = {
@@ -349,7 +328,7 @@ static int post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id,
 }
 
 /* Poll up to n completions within ms; returns how many came. */
-static int poll_n(struct ibv_wc *wc, int n, double ms, double *last_ms)
+int poll_n(struct ibv_wc *wc, int n, double ms, double *last_ms)
 {
 	double t0 = now(), end = t0 + ms / 1000;
 	int got = 0, k;
@@ -367,13 +346,13 @@ static int poll_n(struct ibv_wc *wc, int n, double ms, double *last_ms)
 	return got;
 }
 
-static uint32_t pkts(uint32_t len)
+uint32_t pkts(uint32_t len)
 {
 	return len ? (len + MTU_BYTES - 1) / MTU_BYTES : 1;
 }
 
 /* Async events (e.g. LAST_WQE_REACHED) seen within ms, as a list. */
-static void async_events(double ms, char *out, size_t len)
+void async_events(double ms, char *out, size_t len)
 {
 	struct ibv_async_event ev;
 	double end = now() + ms / 1000;
@@ -395,7 +374,7 @@ static void async_events(double ms, char *out, size_t len)
 		snprintf(out, len, "none");
 }
 
-static const char *wcs(enum ibv_wc_status s)
+const char *wcs(enum ibv_wc_status s)
 {
 	static char other[32];
 
@@ -416,9 +395,19 @@ static const char *wcs(enum ibv_wc_status s)
 	}
 }
 
-static uint32_t psn_diff(uint32_t a, uint32_t b)
+uint32_t psn_diff(uint32_t a, uint32_t b)
 {
 	return (a - b) & PSN_MASK;
+}
+
+/* The shell command @cmd (a --hole or --unhole); exits if it failed */
+void run_cmd(const char *what, const char *cmd)
+{
+	int rc = cmd ? system(cmd) : -1;
+
+	printf("%s: `%s' -> %d\n", what, cmd ? cmd : "(none)", rc);
+	if (rc)
+		die(what, EIO);
 }
 
 /* ---- fact 1, 4, 5: PSN accounting per WR, and query_qp in ERR */
@@ -559,606 +548,6 @@ static void test_acct(void)
 	while (ibv_poll_cq(cq, 1, &wc) > 0)
 		;
 }
-
-/* ---- fact 2: receive flush, plain RQ or SRQ */
-
-static void test_rflush(int use_srq)
-{
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 64,
-						  .max_sge = 1 } };
-	struct ibv_srq *srq = NULL;
-	struct ibv_qp *qp, *qp2;
-	struct ibv_wc wc[64];
-	int i, got, order = 1, flushst = 1, left = o.k - o.m;
-	double us, last = 0;
-	char ev[256], ids[512];
-	size_t n = 0;
-	struct ep r;
-
-	if (use_srq && !client && !(srq = ibv_create_srq(pd, &sa)))
-		die("create_srq", errno);
-	qp = qp_new(srq);
-	if (!client)
-		for (i = 0; i < o.k; i++)
-			post_recv(qp, srq, 100 + i, i);
-	r = connect_qp(qp, o.psn, 7, 14);
-	if (client) {
-		for (i = 0; i < o.m; i++)
-			if (post_send(qp, IBV_WR_SEND, i, 64, &r, 1))
-				die("post_send", EIO);
-		if (poll_n(wc, o.m, 5000, NULL) != o.m)
-			die("rflush: sends did not complete", EIO);
-	} else {
-		if (poll_n(wc, o.m, 5000, NULL) != o.m)
-			die("rflush: receives did not complete", EIO);
-		for (i = 0; i < o.m; i++)
-			if (wc[i].status || wc[i].wr_id != (uint64_t)100 + i)
-				die("rflush: unexpected receive", EIO);
-	}
-	sync64(0); /* nothing more is in flight towards the responder */
-	if (!client) {
-		if (to_state(qp, IBV_QPS_ERR, &us))
-			die("modify to ERR", errno);
-		got = poll_n(wc, left, 2000, &last);
-		/* anything beyond what was posted would also be news */
-		got += poll_n(wc + got, 64 - got, 100, NULL);
-		for (i = 0; i < got; i++) {
-			order &= wc[i].wr_id == (uint64_t)100 + o.m + i;
-			flushst &= wc[i].status == IBV_WC_WR_FLUSH_ERR;
-			n += snprintf(ids + n, sizeof(ids) - n, "%s%lu",
-				      i ? "," : "", (unsigned long)wc[i].wr_id);
-		}
-		async_events(300, ev, sizeof(ev));
-		fact("posted", "%d", o.k);
-		fact("consumed", "%d", o.m);
-		fact("modify_err_us", "%.0f", us);
-		fact("flushed", "%d", got);
-		fact("flushed_wr_ids", "%s", got ? ids : "none");
-		fact("flush_in_order", "%s", got && order ? "yes" : "no");
-		fact("flush_status_all_WR_FLUSH_ERR", "%s",
-		     got && flushst ? "yes" : "no");
-		fact("last_flush_ms_after_modify_returned", "%.1f", last);
-		fact("last_flush_ms_after_modify_called", "%.1f",
-		     last + us / 1000);
-		fact("async_events", "%s", ev);
-	}
-	if (!use_srq) {
-		sync64(0);
-		return;
-	}
-	/* Are the SRQ's receives still there? A new QP on it consumes them. */
-	qp2 = qp_new(srq);
-	r = connect_qp(qp2, o.psn + 0x100, 7, 14);
-	if (client) {
-		for (i = 0; i < left; i++)
-			if (post_send(qp2, IBV_WR_SEND, i, 64, &r, 1))
-				die("post_send", EIO);
-		got = poll_n(wc, left, 5000, NULL);
-		for (i = 0; i < got; i++)
-			if (wc[i].status)
-				got = -1;
-		fact("resend_ok", "%s", got == left ? "yes" : "no");
-	} else {
-		got = poll_n(wc, left, 5000, NULL);
-		n = 0;
-		order = 1;
-		for (i = 0; i < got; i++) {
-			order &= wc[i].wr_id == (uint64_t)100 + o.m + i &&
-				 wc[i].status == IBV_WC_SUCCESS &&
-				 wc[i].qp_num == qp2->qp_num;
-			n += snprintf(ids + n, sizeof(ids) - n, "%s%lu",
-				      i ? "," : "", (unsigned long)wc[i].wr_id);
-		}
-		fact("srq_reused_by_new_qp", "%d", got);
-		fact("srq_reused_wr_ids", "%s", got ? ids : "none");
-		fact("srq_reused_in_order", "%s", got && order ? "yes" : "no");
-	}
-	sync64(0);
-}
-
-/* ---- fact 3: send flush with the ACKs black-holed */
-
-static void run_cmd(const char *what, const char *cmd)
-{
-	int rc = cmd ? system(cmd) : -1;
-
-	printf("%s: `%s' -> %d\n", what, cmd ? cmd : "(none)", rc);
-	if (rc)
-		die(what, EIO);
-}
-
-/* Outstanding WRs, ACKs black-holed. With the default retry 7 (endless on
- * rxe) nothing completes until the program moves the QP to ERR; with a
- * small --retries the QP fails by itself (RETRY_EXC) first. */
-static void test_sflush(void)
-{
-	struct ibv_qp *qp = qp_new(NULL);
-	struct ibv_wc wc[64];
-	int i, got = 0, pre = 0, order = 1, unsig = 0, st, rt = 7, tm = 14;
-	uint32_t sq, rq, rq_hole;
-	double us, last = 0;
-	char ids[1024];
-	size_t n = 0;
-	struct ep r;
-
-	if (sscanf(o.retries, "%d:%d", &rt, &tm) != 2)
-		die(o.retries, EINVAL);
-	r = connect_qp(qp, o.psn, rt, tm);
-	sync64(0);
-	if (!client)
-		run_cmd("hole", o.hole);
-	sync64(0);
-	if (client) {
-		for (i = 0; i < o.n; i++)
-			if (post_send(qp, IBV_WR_RDMA_WRITE, 200 + i, 4096, &r,
-				      (i % 2 == 0) || i == o.n - 1))
-				die("post_send", EIO);
-		usleep(o.wait * 1e6);
-		pre = poll_n(wc, 64, 1, NULL);
-		query(qp, &sq, &rq, &st);
-		fact("retry_timeout", "%d:%d", rt, tm);
-		fact("posted",
-		     "%d (WRITE 4096, odd ones unsignaled but the last)", o.n);
-		fact("completions_before_err", "%d", pre);
-		fact("state_before_err", "%d", st);
-	}
-	sync64(0); /* the WRs have been out for o.wait seconds */
-	query(qp, &sq, &rq, &st);
-	rq_hole = sync64(rq);
-	if (client) {
-		fact("responder_rq_adv_before_err", "%u",
-		     psn_diff(rq_hole, o.psn));
-		fact("requester_sq_adv_before_err", "%u", psn_diff(sq, o.psn));
-		if (to_state(qp, IBV_QPS_ERR, &us))
-			die("modify to ERR", errno);
-		got = pre + poll_n(wc + pre, o.n - pre, 2000, &last);
-		got += poll_n(wc + got, 64 - got, 100, NULL);
-		for (i = 0; i < got; i++) {
-			order &= wc[i].wr_id == (uint64_t)200 + i;
-			unsig += (wc[i].wr_id - 200) % 2 == 1 &&
-				 wc[i].wr_id != (uint64_t)200 + o.n - 1;
-			n += snprintf(ids + n, sizeof(ids) - n, "%s%lu:%s",
-				      i ? " " : "", (unsigned long)wc[i].wr_id,
-				      wcs(wc[i].status));
-		}
-		fact("modify_err_us", "%.0f", us);
-		fact("completions_after_err", "%d", got - pre);
-		fact("completions", "%s", got ? ids : "none");
-		fact("in_order", "%s", got && order ? "yes" : "no");
-		fact("unsignaled_completed", "%d", unsig);
-		fact("first_status", "%s", got ? wcs(wc[0].status) : "none");
-		fact("last_ms", "%.1f", last);
-	}
-	sync64(0);
-	if (!client) {
-		run_cmd("unhole", o.unhole);
-		if (to_state(qp, IBV_QPS_ERR, &us))
-			die("modify to ERR", errno);
-		query(qp, &sq, &rq, &st);
-		fact("responder_modify_err_us", "%.0f", us);
-		fact("responder_err_state", "%d", st);
-		fact("responder_err_rq_adv", "%u", psn_diff(rq, o.psn));
-	}
-	sync64(0);
-}
-
-/* ---- fact 6: reuse a QP object for another remote QP */
-
-static void test_reuse(void)
-{
-	struct ibv_qp *qp = qp_new(NULL), *qp2 = NULL;
-	struct ibv_wc wc;
-	double us_err, us_reset;
-	int ok, ret;
-	struct ep r;
-
-	if (!client) {
-		qp2 = qp_new(NULL);
-		post_recv(qp, NULL, 300, 0);
-		post_recv(qp2, NULL, 400, 1);
-	}
-	r = connect_qp(qp, o.psn, 7, 14);
-	if (client) {
-		ok = !post_send(qp, IBV_WR_SEND, 1, 64, &r, 1) &&
-		     poll_n(&wc, 1, 5000, NULL) == 1 && !wc.status;
-		fact("first_send_ok", "%s", ok ? "yes" : "no");
-		if (to_state(qp, IBV_QPS_ERR, &us_err))
-			die("modify to ERR", errno);
-		poll_n(&wc, 1, 200, NULL);
-		ret = to_init(qp);
-		fact("err_to_init_ret", "%s", ret ? strerror(ret) : "0");
-		ret = to_state(qp, IBV_QPS_RESET, &us_reset);
-		fact("err_to_reset_ret", "%s", ret ? strerror(ret) : "0");
-		fact("modify_err_us", "%.0f", us_err);
-		fact("modify_reset_us", "%.0f", us_reset);
-	} else {
-		ok = poll_n(&wc, 1, 5000, NULL) == 1 && !wc.status &&
-		     wc.qp_num == qp->qp_num;
-		fact("first_recv_on_qp1", "%s", ok ? "yes" : "no");
-	}
-	sync64(0);
-	/* The client reconnects its same QP object to the server's qp2. */
-	if (client) {
-		uint32_t old = qp->qp_num;
-
-		if (to_init(qp))
-			die("RESET to INIT", errno);
-		r = connect_qp(qp, o.psn + 0x1000, 7, 14);
-		ok = !post_send(qp, IBV_WR_SEND, 2, 64, &r, 1) &&
-		     poll_n(&wc, 1, 5000, NULL) == 1 && !wc.status;
-		fact("new_remote_qpn", "0x%x", r.qpn);
-		fact("same_local_qpn", "%s", qp->qp_num == old ? "yes" : "no");
-		fact("send_after_reconnect_ok", "%s", ok ? "yes" : "no");
-	} else {
-		connect_qp(qp2, o.psn + 0x2000, 7, 14);
-		ok = poll_n(&wc, 1, 5000, NULL) == 1 && !wc.status &&
-		     wc.qp_num == qp2->qp_num && wc.wr_id == 400;
-		fact("recv_on_new_qp", "%s", ok ? "yes" : "no");
-	}
-	sync64(0);
-}
-
-/* ---- fact 6b: what RESET leaves of receives posted before an ERR */
-
-/*
- * The server posts 32 receives, the QP goes to ERR and, o.wait seconds
- * later, to RESET (r2cc re-arms a fenced standby so); then the flushes
- * the CQ holds are counted, the QP is connected again (to a new QP of the
- * client) with no receive posted, and the client SENDs once. A receive
- * completing then took a WR posted before the ERR: RESET left it in the
- * queue, and a re-armed QP would hand a message to a stale buffer.
- */
-static void test_rqreset(void)
-{
-	struct ibv_qp *qp = qp_new(NULL);
-	struct ibv_wc wc[64];
-	int i, got, flushed = 0;
-	struct ep r;
-
-	if (!client)
-		for (i = 0; i < 32; i++)
-			post_recv(qp, NULL, 900 + i, i);
-	r = connect_qp(qp, o.psn, 7, 14);
-	sync64(0);
-	if (!client) {
-		if (to_state(qp, IBV_QPS_ERR, NULL))
-			die("modify to ERR", errno);
-		if (o.wait > 0)
-			usleep(o.wait * 1e6);
-		if (to_state(qp, IBV_QPS_RESET, NULL))
-			die("modify to RESET", errno);
-		got = poll_n(wc, 64, 200, NULL);
-		for (i = 0; i < got; i++)
-			flushed += wc[i].status == IBV_WC_WR_FLUSH_ERR;
-		fact("flushed_by_reset", "%d", flushed);
-		if (to_init(qp))
-			die("RESET to INIT", errno);
-		connect_qp(qp, o.psn + 0x1000, 7, 14);
-		got = poll_n(wc, 1, 3000, NULL);
-		fact("stale_recv_after_reset", "%s", got ? "yes" : "no");
-		if (got)
-			fact("stale_recv_wr_id", "%llu status %s",
-			     (unsigned long long)wc[0].wr_id,
-			     ibv_wc_status_str(wc[0].status));
-	} else {
-		struct ibv_qp *qp2 = qp_new(NULL);
-
-		(void)r;
-		r = connect_qp(qp2, o.psn + 0x2000, 7, 14);
-		if (post_send(qp2, IBV_WR_SEND, 1, 64, &r, 1))
-			die("post_send", EIO);
-		got = poll_n(wc, 1, 3000, NULL);
-		fact("send_completed", "%s",
-		     got && !wc[0].status ? "yes" : "no");
-	}
-	sync64(0);
-}
-
-/* The device's hw counter @name (rxe: ports/1/hw_counters), -1 if none */
-static long hw_counter(const char *name)
-{
-	char path[256];
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/%d/hw_counters/%s", o.dev,
-		 o.ibport, name);
-	f = fopen(path, "r");
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-/* ---- fact 6c: a SEND behind a multi-packet READ, no receive posted
- *
- * What each of r2cc's moves makes: the peer replays a READ (128 KiB
- * here, 128 response packets) and a SEND behind it into a QP whose
- * receives are not re-posted yet (they come --wait seconds later; with
- * --wait 0 before the client posts). Facts: each WR's status in order
- * and the client QP's state after, and the RNR NAKs the client's device
- * counted meanwhile: whether rxe's requester takes the RNR NAK that
- * meets its READ reply in its stride. */
-static void test_readrnr(void)
-{
-	struct ibv_qp *qp = qp_new(NULL);
-	struct ibv_wc wc[2];
-	uint32_t sq, rq;
-	struct ep r;
-	int st, got;
-
-	if (!client && o.wait <= 0)
-		post_recv(qp, NULL, 1, 0);
-	r = connect_qp(qp, o.psn, 7, 14);
-	sync64(0);
-	if (!client) {
-		if (o.wait > 0) {
-			usleep(o.wait * 1e6);
-			post_recv(qp, NULL, 1, 0);
-		}
-		got = poll_n(wc, 1, 10000, NULL);
-		fact("recv", "%s", got ? wcs(wc[0].status) : "none");
-	} else {
-		long rnr = hw_counter("rcvd_rnr_err");
-
-		if (post_send(qp, IBV_WR_RDMA_READ, 1, 128 * 1024, &r, 1) ||
-		    post_send(qp, IBV_WR_SEND, 2, 64, &r, 1))
-			die("post_send", EIO);
-		got = poll_n(wc, 2, 10000, NULL);
-		fact("read", "%s", got > 0 ? wcs(wc[0].status) : "none");
-		fact("send", "%s", got > 1 ? wcs(wc[1].status) : "none");
-		fact("rnr_naks", "%ld",
-		     rnr < 0 ? -1 : hw_counter("rcvd_rnr_err") - rnr);
-		query(qp, &sq, &rq, &st);
-		fact("qp_state", "%s",
-		     st == IBV_QPS_RTS ? "RTS" :
-		     st == IBV_QPS_ERR ? "ERR" :
-					 "other");
-	}
-	sync64(0);
-}
-
-/* ---- fact 7: time to RETRY_EXC under a black hole */
-
-static void test_retry(void)
-{
-	int rt[MAXQ], tm[MAXQ], nq = 0, i, got, k;
-	struct ibv_qp *qp[MAXQ];
-	struct ep r[MAXQ];
-	char *s = strdup(o.retries), *t, *save;
-	double t0, when[MAXQ];
-	struct ibv_wc wc;
-	int status[MAXQ];
-	char key[32];
-
-	for (t = strtok_r(s, ",", &save); t && nq < MAXQ;
-	     t = strtok_r(NULL, ",", &save)) {
-		if (sscanf(t, "%d:%d", &rt[nq], &tm[nq]) != 2)
-			die(t, EINVAL);
-		nq++;
-	}
-	free(s);
-	for (i = 0; i < nq; i++) {
-		qp[i] = qp_new(NULL);
-		r[i] = connect_qp(qp[i], o.psn + i * 0x10000, rt[i], tm[i]);
-	}
-	if (client) {
-		for (i = 0; i < nq; i++)
-			if (post_send(qp[i], IBV_WR_RDMA_WRITE, 600 + i, 64,
-				      &r[i], 1))
-				die("post_send", EIO);
-		for (i = 0; i < nq; i++)
-			if (poll_n(&wc, 1, 5000, NULL) != 1 || wc.status)
-				die("retry: warm-up write failed", EIO);
-	}
-	sync64(0);
-	run_cmd("hole", o.hole); /* both directions: a full black hole */
-	sync64(0);
-	if (client) {
-		for (i = 0; i < nq; i++) {
-			status[i] = -1;
-			if (post_send(qp[i], IBV_WR_RDMA_WRITE, i, 64, &r[i],
-				      1))
-				die("post_send", EIO);
-		}
-		t0 = now();
-		for (got = 0; got < nq && now() - t0 < o.wait;) {
-			k = ibv_poll_cq(cq, 1, &wc);
-			if (k <= 0) {
-				usleep(1000);
-				continue;
-			}
-			if (wc.wr_id < (uint64_t)nq && status[wc.wr_id] < 0) {
-				status[wc.wr_id] = wc.status;
-				when[wc.wr_id] = now() - t0;
-				got++;
-			}
-		}
-		fact("window_s", "%.0f", o.wait);
-		for (i = 0; i < nq; i++) {
-			snprintf(key, sizeof(key), "r%dt%d", rt[i], tm[i]);
-			if (status[i] < 0)
-				fact(key, "none");
-			else
-				fact(key, "%s@%.2fs", wcs(status[i]), when[i]);
-		}
-	}
-	sync64(0);
-	run_cmd("unhole", o.unhole);
-	sync64(0);
-}
-
-/* ---- fact 8: the device removed under a connected QP */
-
-/* Poll up to n completions within ms: how many, or -1 once a poll fails
- * (no exit: what fails is the fact). */
-static int poll_try(struct ibv_wc *wc, int n, double ms)
-{
-	double end = now() + ms / 1000;
-	int got = 0, k;
-
-	while (got < n && now() < end) {
-		k = ibv_poll_cq(cq, n - got, wc + got);
-		if (k < 0)
-			return -1;
-		got += k;
-		if (!k)
-			usleep(200);
-	}
-	return got;
-}
-
-/* A NIC that dies whole, as rxe can show it: the client's device is
- * removed (--hole: a command that starts the removal in the background
- * and returns) while its QP is connected. Which async events come within
- * --wait s, and what a post, a poll, a query and a move to ERR return
- * then. Whether the removal waits for the program is the scenario's to
- * time (it ends with the program). */
-static void test_devdel(void)
-{
-	struct ibv_qp *qp = qp_new(NULL);
-	struct ibv_qp_attr a;
-	struct ibv_wc wc[8];
-	struct timespec ts;
-	char evs[256];
-	int ret, got, st;
-	uint32_t sq, rq;
-	struct ep r;
-
-	r = connect_qp(qp, o.psn, 7, 14);
-	sync64(0);
-	if (client) {
-		ret = post_send(qp, IBV_WR_RDMA_WRITE, 1, 4096, &r, 1);
-		got = ret ? 0 : poll_n(wc, 1, 5000, NULL);
-		fact("write_before", "%s",
-		     got ? wcs(wc[0].status) :
-		     ret ? strerror(ret) :
-			   "none");
-		run_cmd("remove", o.hole);
-		async_events(o.wait * 1000, evs, sizeof(evs));
-		fact("async_events", "%s", evs);
-		ret = post_send(qp, IBV_WR_RDMA_WRITE, 2, 4096, &r, 1);
-		fact("post_send_after", "%d%s%s", ret, ret ? " " : "",
-		     ret ? strerror(ret) : "");
-		got = ret ? 0 : poll_try(wc, 1, 3000);
-		fact("write_after", "%s",
-		     got ? wcs(wc[0].status) :
-		     ret ? "not posted" :
-			   "none");
-		query(qp, &sq, &rq, &st);
-		fact("query_after_state", "%d", st);
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_ERR;
-		ret = ibv_modify_qp(qp, &a, IBV_QP_STATE);
-		fact("modify_err_after", "%d%s%s", ret, ret ? " " : "",
-		     ret ? strerror(ret) : "");
-		got = poll_try(wc, 8, 1000);
-		fact("flushes_after", "%d", got);
-		ret = ibv_destroy_qp(qp);
-		fact("destroy_qp_after", "%d", ret);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		fact("done_at", "%lld.%09ld", (long long)ts.tv_sec, ts.tv_nsec);
-	}
-	sync64(0);
-}
-
-/* ---- fact 9: a connected QP's ACK timeout and retry count changed
- * through SQD (RTS -> SQD, SQD -> SQD with them, SQD -> RTS): r2cc gives a
- * QP it cannot protect the program's own back so. A send posted while the
- * send queue drains: does it go once the QP is at RTS again, after an
- * empty post, or only with the next real one? Then whether the new pair
- * is what a black hole meets. */
-
-static void test_sqd(void)
-{
-	struct ibv_qp *qp = qp_new(NULL);
-	struct ibv_qp_attr a;
-	struct ibv_qp_init_attr ia;
-	struct ibv_send_wr *bad;
-	struct ibv_wc wc[8];
-	double t0, drained = -1, rexc = -1;
-	int i, ret, got, n;
-	struct ep r;
-
-	/* r2cc's pair for a failover within a few ms */
-	r = connect_qp(qp, o.psn, 1, 8);
-	sync64(0);
-	if (client) {
-		for (i = 0; i < 4; i++)
-			if (post_send(qp, IBV_WR_RDMA_WRITE, i, 65536, &r, 1))
-				die("post_send", EIO);
-		ret = to_state(qp, IBV_QPS_SQD, NULL);
-		fact("to_sqd", "%s", ret ? strerror(ret) : "0");
-		memset(&a, 0, sizeof(a));
-		ret = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia);
-		fact("state", "%d", ret ? -1 : (int)a.qp_state);
-		fact("draining_at_once", "%d", ret ? -1 : (int)a.sq_draining);
-		memset(&a, 0, sizeof(a));
-		a.timeout = 16;
-		a.retry_cnt = 3;
-		ret = ibv_modify_qp(qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT);
-		fact("modify_while_draining", "%s", ret ? strerror(ret) : "0");
-		ret = post_send(qp, IBV_WR_RDMA_WRITE, 4, 64, &r, 1);
-		fact("post_in_sqd", "%s", ret ? strerror(ret) : "0");
-		for (t0 = now(); now() - t0 < 5;) {
-			if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
-				break;
-			if (!a.sq_draining) {
-				drained = (now() - t0) * 1000;
-				break;
-			}
-			usleep(100);
-		}
-		fact("drained_ms", "%.1f", drained);
-		memset(&a, 0, sizeof(a));
-		a.timeout = 16;
-		a.retry_cnt = 3;
-		ret = ibv_modify_qp(qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT);
-		fact("modify_drained", "%s", ret ? strerror(ret) : "0");
-		ret = to_state(qp, IBV_QPS_RTS, NULL);
-		fact("to_rts", "%s", ret ? strerror(ret) : "0");
-		memset(&a, 0, sizeof(a));
-		ret = ibv_query_qp(
-			qp, &a,
-			IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia);
-		fact("pair_after", "%d:%d", ret ? -1 : (int)a.retry_cnt,
-		     ret ? -1 : (int)a.timeout);
-		got = poll_n(wc, 5, 2000, NULL);
-		for (i = 0; i < got; i++)
-			if (wc[i].status)
-				die("sqd: a write failed", EIO);
-		fact("completed", "%d", got);
-		/* An empty post is no doorbell on rxe: EINVAL */
-		ret = ibv_post_send(qp, NULL, &bad);
-		fact("empty_post", "%s", ret ? strerror(ret) : "0");
-		n = got + poll_n(wc + got, 5 - got, 500, NULL);
-		fact("completed_after_empty_post", "%d", n);
-		if (post_send(qp, IBV_WR_RDMA_WRITE, 5, 64, &r, 1))
-			die("post_send", EIO);
-		n += poll_n(wc, 6 - n, 2000, NULL);
-		fact("completed_after_next_post", "%d", n);
-	}
-	sync64(0);
-	run_cmd("hole", o.hole);
-	sync64(0);
-	if (client) {
-		if (post_send(qp, IBV_WR_RDMA_WRITE, 9, 64, &r, 1))
-			die("post_send", EIO);
-		t0 = now();
-		got = poll_n(wc, 1, o.wait * 1000, NULL);
-		if (got)
-			rexc = now() - t0;
-		fact("black_hole", "%s@%.2fs", got ? wcs(wc[0].status) : "none",
-		     rexc);
-	}
-	sync64(0);
-	run_cmd("unhole", o.unhole);
-	sync64(0);
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
