@@ -107,6 +107,7 @@ t metrics-none 4 $ctl metrics
 t stats-none 4 $ctl -j stats &&
 	{ [ -s "$out" ] && { echo "FAIL stats-none: stdout not empty"; fail=1; }; has "$err" "no process"; }
 coproc W { "$writer"; }
+wproc=$W_PID # bash unsets W_PID once it has reaped the coprocess
 read -r _ wpid <&"${W[0]}"
 t conn 0 $ctl -j conn show &&
 	jq -e --argjson p "$wpid" 'length == 3 and all(.[]; .pid == $p)
@@ -204,13 +205,14 @@ t events-help 0 $ctl events help && has "$err" "failovers"
 t events-show 0 $ctl events show
 # The stand-in ends: its record goes with it.
 exec {W[1]}>&-
-wait "$W_PID"
+wait "$wproc"
 t conn-after 4 $ctl conn show
 # A record whose process is gone (kill -9: no cleanup) is not shown and
 # is removed.
 coproc W2 { "$writer"; }
+w2proc=$W2_PID
 read -r _ w2pid <&"${W2[0]}"
-kill -9 "$w2pid"; wait "$W2_PID" 2>/dev/null || true
+kill -9 "$w2pid"; wait "$w2proc" 2>/dev/null || true
 [ -e "$tmp/r2cc.$(id -u).$w2pid" ] || { echo "FAIL: no record left by kill -9"; fail=1; }
 t conn-stale 4 $ctl conn show
 [ -e "$tmp/r2cc.$(id -u).$w2pid" ] && { echo "FAIL: stale record kept"; fail=1; }

@@ -106,6 +106,7 @@ t unknown-text 0 "$ctl" watch -i 0.1 -n 1 rxe0 && has "$out" " rx=- txpps=- "
 # runs on mlx5_0 with its backup on mlx5_1, one migrated to mlx5_0, one
 # (UD, unprotected) runs on mlx5_0.
 coproc W { "$writer"; }
+wproc=$W_PID # bash unsets W_PID once it has reaped the coprocess
 read -r _ wpid <&"${W[0]}"
 t qps 0 env R2CC_SYSFS_ROOT="$fx/sysfs-mlx" "$ctl" -j watch -i 0.1 -n 1 &&
 	jq -e '[.rails[] | {(.rail): [.qps, .qps_backup]}] | add
@@ -115,7 +116,7 @@ t qps 0 env R2CC_SYSFS_ROOT="$fx/sysfs-mlx" "$ctl" -j watch -i 0.1 -n 1 &&
 t qps-text 0 env R2CC_SYSFS_ROOT="$fx/sysfs-mlx" "$ctl" watch -i 0.1 -n 1 mlx5_1 &&
 	has "$out" "^t=[0-9.]*s mlx5_1 down tx=- rx=- .* qps=0 backups=1$"
 exec {W[1]}>&-
-wait "$W_PID"
+wait "$wproc"
 
 # SIGINT (and SIGTERM) end it cleanly, between intervals or mid-way
 # through a long one; bounds are inclusive.
