@@ -32,6 +32,9 @@ static void values_short(const struct r2cc_setting *st, char *buf, size_t size)
 	case R2CC_KIND_RAILS:
 		snprintf(buf, size, "`all` or `DEV[/PORT],...`");
 		return;
+	case R2CC_KIND_HOSTS:
+		snprintf(buf, size, "host list or absolute path");
+		return;
 	case R2CC_KIND_ENUM:
 		break;
 	}

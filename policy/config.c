@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config_int.h"
+#include "hostlist.h"
 
 /* Enum fields are stored by memcpy() from an unsigned int. */
 _Static_assert(sizeof(enum r2cc_log_level) == sizeof(unsigned int), "enum");
@@ -196,6 +197,14 @@ static int parse_value(const struct r2cc_setting *st, const char *s,
 		return parse_ifname(s, v->s);
 	case R2CC_KIND_RAILS:
 		return parse_rails(s, &v->rails);
+	case R2CC_KIND_HOSTS:
+		if (!len || len >= st->size)
+			return len ? -ENAMETOOLONG : -EINVAL;
+		ret = s[0] == '/' ? 0 : r2cc_hostlist_parse(s, len, NULL);
+		if (ret < 0)
+			return ret;
+		memcpy(v->s, s, len + 1);
+		return 0;
 	}
 	return -EINVAL;
 }

@@ -120,6 +120,8 @@ enum r2cc_conf_key {
 	R2CC_CONF_KEEPALIVE_MS,
 	R2CC_CONF_CTRL_PORT,
 	R2CC_CONF_CTRL_IF,
+	R2CC_CONF_PEERS,
+	R2CC_CONF_PEER_BY_GID,
 	R2CC_CONF_SECRET_FILE,
 	R2CC_CONF_STATS,
 	R2CC_CONF_CONFIG,
@@ -155,6 +157,10 @@ struct r2cc_config {
 	uint32_t keepalive_ms;
 	uint32_t ctrl_port;
 	char ctrl_if[R2CC_IFNAMSIZ]; /* "" = any interface */
+	/* The job's nodes: a host list, or a file's absolute path; "" =
+	 * SLURM_JOB_NODELIST's, if any */
+	char peers[R2CC_CONF_LINE_MAX];
+	bool peer_by_gid;
 	char secret_file[PATH_MAX];
 	char stats_file[PATH_MAX];
 	char config_file[PATH_MAX];

@@ -148,6 +148,35 @@ const struct r2cc_setting r2cc_settings[R2CC_CONF_NR] = {
 		       "the address of the remote GID they see. Unset: any "
 		       "interface.",
 	},
+	[R2CC_CONF_PEERS] = {
+		"R2CC_PEERS", R2CC_KIND_HOSTS,
+		.accepted = "names or IPv4 addresses separated by commas or "
+			    "white space, with Slurm's ranges (gpu[001-128]), "
+			    "at most 65536, 4095 bytes in all; or the absolute "
+			    "path of a file of them",
+		FIELD(peers),
+		.brief = "the job's nodes, to find peers by",
+		.doc = "The job's nodes, asked in turn which of their "
+		       "processes owns a peer's queue pair when the peer's "
+		       "GID carries no IPv4 address (InfiniBand, RoCE over "
+		       "IPv6) or *peer_by_gid* is off: names or IPv4 "
+		       "addresses separated by commas or white space, with "
+		       "Slurm's ranges (`gpu[001-128]-mgmt'), or the absolute "
+		       "path of a file of them ('#' starts a comment). The "
+		       "node that answered is kept for the GID. Unset: "
+		       "SLURM_JOB_NODELIST when the job runs under Slurm. "
+		       "Names are resolved once, when first needed, by a "
+		       "thread of their own.",
+	},
+	[R2CC_CONF_PEER_BY_GID] = {
+		"R2CC_PEER_BY_GID", R2CC_KIND_BOOL, .words = bool_words,
+		.def = "1", FIELD(peer_by_gid),
+		.brief = "find a peer's node by the address in its GID",
+		.doc = "Find a peer's node by the IPv4 address its RoCE GID "
+		       "carries, on the rendezvous port there. Off: by the "
+		       "job's nodes (*peers*) only, for fabrics where that "
+		       "address does not reach the node's r2cc.",
+	},
 	[R2CC_CONF_SECRET_FILE] = {
 		"R2CC_SECRET_FILE", R2CC_KIND_ABSPATH,
 		.accepted = ACCEPT_ABSPATH, FIELD(secret_file),
