@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "chan_conn.h"
+#include "chan_hosts.h"
 #include "chan_res.h"
 #include "chan_send.h"
 
@@ -421,6 +422,8 @@ int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
 	cs.hooks = *hooks;
 	snprintf(cs.pref_if, sizeof(cs.pref_if), "%s",
 		 cfg->pref_if ? cfg->pref_if : "");
+	cs.peer_by_gid = cfg->peer_by_gid;
+	chan_hosts_set(cfg->peers);
 	cs.nrail = cfg->nrail < R2CC_CTRL_RAIL_MAX ? cfg->nrail :
 						     R2CC_CTRL_RAIL_MAX;
 	for (i = 0; i < cs.nrail; i++)

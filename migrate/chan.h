@@ -31,6 +31,11 @@
 #define MIG_CHAN_RES_MAX 65536
 #define MIG_CHAN_CONNS_MAX 65536
 #define MIG_CHAN_RES_WAIT_MS 30000
+/* A resolve whose GID names no node asks the job's nodes in turn
+ * (chan_hosts.c) for at most MIG_CHAN_SWEEP_MS; a sweep that found no
+ * owner answers the GID's other resolves for MIG_CHAN_SWEEP_GAP_MS */
+#define MIG_CHAN_SWEEP_MS 30000
+#define MIG_CHAN_SWEEP_GAP_MS 1000
 /* Lookups (a connection each) under way at once, at most; the rest wait
  * their turn, so that peers' calls always find a connection to spare.
  * Within that, a window (struct chan_lookup_window): it starts at
@@ -97,6 +102,11 @@ struct r2cc_chan_cfg {
 	/* The rails' netdevs: addresses on them are tagged with the rail. */
 	const char *const *rail_if;
 	int nrail;
+	/* The job's nodes (R2CC_PEERS, else SLURM_JOB_NODELIST; may be
+	 * NULL), asked in turn for a peer whose GID carries no IPv4
+	 * address, or for every peer when !peer_by_gid */
+	const char *peers;
+	bool peer_by_gid;
 };
 
 /**

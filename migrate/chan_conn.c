@@ -186,11 +186,12 @@ void chan_conn_close_why(int i, const char *why)
 		 * A fresh connection is likely another listener's: ask again
 		 * (chan_expire() dials it). */
 		cs.res[c->res]->started = false;
+	} else if (c->res >= 0 && c->role == C_LOOKUP) {
+		chan_res_miss(c->res, R2CC_RES_UNANSWERED,
+			      "its lookup got no answer");
 	} else if (c->res >= 0 && c->role != C_OPEN) {
 		chan_res_fail(c->res, R2CC_RES_UNANSWERED,
-			      c->role == C_LOOKUP ?
-				      "its lookup got no answer" :
-				      "the owner did not say HELLO");
+			      "the owner did not say HELLO");
 	}
 	cs.nlookup -= c->role == C_LOOKUP;
 	c->role = C_FREE;
@@ -633,10 +634,10 @@ void chan_conn_connected(int i)
 		if (r >= 0 && hello)
 			chan_res_next_addr(r);
 		else if (r >= 0 && err == ECONNREFUSED)
-			chan_res_fail(r, R2CC_RES_NO_R2CC,
+			chan_res_miss(r, R2CC_RES_NO_R2CC,
 				      "the rendezvous refused the call");
 		else if (r >= 0)
-			chan_res_fail(r, R2CC_RES_UNANSWERED,
+			chan_res_miss(r, R2CC_RES_UNANSWERED,
 				      "the rendezvous did not take the call");
 		return;
 	}

@@ -4,6 +4,7 @@
  * (cs, under cs.lock: every field), connections, peers and resolves.
  * chan.c: addresses, listeners, the thread and the API; chan_conn.c:
  * connections and frames; chan_res.c: resolves and LOOKUPs;
+ * chan_hosts.c: the job's nodes, for GIDs that name none;
  * chan_peer.c: the peers, their times and counts; chan_stall.c: a
  * connection TCP cannot get through, replaced.
  */
@@ -111,6 +112,13 @@ struct res {
 	uint64_t owner;
 	int naddr, next; /* the owner's addresses, the next to try */
 	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
+	uint8_t at[4]; /* the node whose rendezvous it asks */
+	/* Its GID names no node (chan_hosts.c): the job's nodes asked in
+	 * turn from host0, swept of them so far, since sweep_ns; what
+	 * they said (some silent, some knew no owner) */
+	bool sweep, silent, none;
+	unsigned int host0, swept;
+	uint64_t sweep_ns;
 };
 
 /* Messages gathered per peer, each peer's to go as one frame (chan.c) */
@@ -135,6 +143,7 @@ struct chan_state {
 	struct r2cc_ctrl_key key;
 	struct r2cc_chan_hooks hooks;
 	char pref_if[IF_NAMESIZE];
+	bool peer_by_gid; /* R2CC_PEER_BY_GID */
 	char rail_if[R2CC_CTRL_RAIL_MAX][IF_NAMESIZE];
 	int nrail;
 	/* Connections and resolves: slots made as needed, kept and reused;

@@ -10,7 +10,36 @@
 #include <string.h>
 
 #include "chan_conn.h"
+#include "chan_hosts.h"
 #include "chan_res.h"
+
+/* The GID's entry, if resolve @r is the one sweeping for it */
+static struct chan_gid_node *sweeping(int r)
+{
+	struct chan_gid_node *g = chan_gid_node(cs.res[r]->q.gid, false);
+
+	return g && g->st == GN_SEARCH && g->res == r &&
+			       g->cookie == cs.res[r]->cookie ?
+		       g :
+		       NULL;
+}
+
+/* Resolve @r's sweep ended @how: its GID's next resolve knows */
+static void sweep_end(int r, enum r2cc_chan_res_end how)
+{
+	struct chan_gid_node *g = sweeping(r);
+
+	if (!g)
+		return;
+	if (how == R2CC_RES_FOUND) {
+		g->st = GN_FOUND;
+		memcpy(g->addr, cs.res[r]->at, 4);
+	} else {
+		g->st = GN_FAILED;
+		g->how = how;
+		g->ns = chan_now_ns();
+	}
+}
 
 void chan_res_end(int r, uint64_t peer, enum r2cc_chan_res_end how)
 {
@@ -23,6 +52,8 @@ void chan_res_end(int r, uint64_t peer, enum r2cc_chan_res_end how)
 	if (peer)
 		r2cc_dbg("resolve of QP %#x: owner %016llx", x->q.qpn,
 			 (unsigned long long)peer);
+	if (x->sweep)
+		sweep_end(r, how);
 	x->used = false;
 	x->waits = false;
 	for (i = 0; i < cs.nconn; i++)
@@ -74,6 +105,35 @@ void chan_res_fail(int r, enum r2cc_chan_res_end how, const char *why)
 			 why);
 	}
 	chan_res_end(r, 0, how);
+}
+
+void chan_res_miss(int r, enum r2cc_chan_res_end how, const char *why)
+{
+	struct res *x = cs.res[r];
+	int n;
+
+	if (!x->used || !x->sweep) {
+		chan_res_fail(r, how, why);
+		return;
+	}
+	n = chan_hosts_count();
+	x->silent |= how == R2CC_RES_UNANSWERED;
+	x->none |= how == R2CC_RES_NO_OWNER;
+	r2cc_dbg("resolve of QP %#x: node %u.%u.%u.%u: %s", x->q.qpn, x->at[0],
+		 x->at[1], x->at[2], x->at[3], why);
+	if (n > 0 && x->swept < (unsigned int)n &&
+	    chan_now_ns() - x->sweep_ns < MIG_CHAN_SWEEP_MS * 1000000ULL) {
+		x->started = false; /* the next node, at the next round */
+		x->tries = 0;
+		return;
+	}
+	chan_res_fail(r,
+		      x->silent ? R2CC_RES_UNANSWERED :
+		      x->none	? R2CC_RES_NO_OWNER :
+				  R2CC_RES_NO_R2CC,
+		      x->swept < (unsigned int)(n > 0 ? n : 0) ?
+			      "the job's nodes not all asked in time" :
+			      "no node of the job's knows an owner");
 }
 
 /* Is a call to @owner under way (HELLO not answered yet) for a resolve
@@ -155,25 +215,106 @@ static int chan_lookups_max(void)
 	return n < 1 ? 1 : n;
 }
 
+/* The node a resolve whose GID names none asks now (@a): the one that
+ * answered for its GID before, else the job's nodes in turn. 0, or
+ * -EAGAIN (it waits: the nodes' names are being resolved, or another
+ * resolve sweeps for the GID), or -errno with *@how, *@why: given up. */
+static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
+		   const char **why)
+{
+	struct res *x = cs.res[r];
+	struct chan_gid_node *g;
+	int n;
+
+	if (x->sweep) { /* the next node (a LOOKUP asked again: the same) */
+		n = chan_hosts_count();
+		if (n <= 0) {
+			*how = R2CC_RES_UNANSWERED;
+			*why = "the job's nodes are gone";
+			return -ENOENT;
+		}
+		if (x->tries == 1)
+			chan_hosts_addr((x->host0 + x->swept++) %
+						(unsigned int)n,
+					x->at);
+		memcpy(a, x->at, 4);
+		return 0;
+	}
+	g = chan_gid_node(x->q.gid, true);
+	if (g && g->st == GN_FOUND) {
+		memcpy(a, g->addr, 4);
+		return 0;
+	}
+	if (g && g->st == GN_SEARCH && g->res != r && cs.res[g->res]->used &&
+	    cs.res[g->res]->cookie == g->cookie)
+		return -EAGAIN;
+	if (g && g->st == GN_FAILED &&
+	    chan_now_ns() - g->ns < MIG_CHAN_SWEEP_GAP_MS * 1000000ULL) {
+		*how = g->how;
+		*why = "no node of the job's knew an owner a moment ago";
+		return -ENOENT;
+	}
+	n = chan_hosts_count();
+	if (n == -EAGAIN)
+		return n;
+	if (n <= 0) {
+		*how = R2CC_RES_NO_R2CC;
+		*why = cs.peer_by_gid ?
+			       "its GID carries no IPv4 address and "
+			       "no node of the job has one "
+			       "(R2CC_PEERS)" :
+			       "R2CC_PEER_BY_GID is off and no node "
+			       "of the job has an address (R2CC_PEERS)";
+		return -ENOENT;
+	}
+	x->sweep = true;
+	x->silent = x->none = false;
+	x->host0 = chan_gid_hash(x->q.gid) % (unsigned int)n;
+	x->swept = 0;
+	x->sweep_ns = chan_now_ns();
+	if (g) {
+		g->st = GN_SEARCH;
+		g->res = r;
+		g->cookie = x->cookie;
+	}
+	chan_hosts_addr(x->host0, x->at);
+	x->swept = 1;
+	memcpy(a, x->at, 4);
+	return 0;
+}
+
 void chan_res_start(int r)
 {
 	struct res *x = cs.res[r];
 	struct r2cc_ctrl_addr a = { .family = 4, .port = cs.rdv_port };
 	static const uint8_t v4map[12] = { [10] = 0xff, [11] = 0xff };
+	enum r2cc_chan_res_end how;
 	uint64_t since = x->since_ns;
+	const char *why;
 	int ret;
 
 	x->started = true;
 	x->tries++;
-	if (memcmp(x->q.gid, v4map, sizeof(v4map))) {
-		r2cc_info("QP %#x: peer GID is not IPv4-mapped RoCE: "
-			  "no control channel",
-			  x->q.qpn);
-		chan_res_fail(r, R2CC_RES_NO_R2CC,
-			      "its GID is not IPv4-mapped");
-		return;
+	if (cs.peer_by_gid && !memcmp(x->q.gid, v4map, sizeof(v4map))) {
+		memcpy(a.addr, x->q.gid + 12, 4);
+	} else {
+		ret = node_of(r, a.addr, &how, &why);
+		if (ret == -EAGAIN &&
+		    chan_now_ns() - since < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
+			x->started = false;
+			x->tries--;
+			return;
+		}
+		if (ret) {
+			chan_res_fail(
+				r, ret == -EAGAIN ? R2CC_RES_UNANSWERED : how,
+				ret == -EAGAIN ? "the job's nodes not "
+						 "known in time" :
+						 why);
+			return;
+		}
 	}
-	memcpy(a.addr, x->q.gid + 12, 4);
+	memcpy(x->at, a.addr, 4);
 	/* No connection to spare: no dial, it waits (bounded). Lookups take
 	 * half the budget at most (and the window): a process binding
 	 * hundreds of QPs at once must leave room for its peers' calls.
@@ -188,11 +329,13 @@ void chan_res_start(int r)
 	    chan_now_ns() - since < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
 		x->started = false;
 		x->tries--;
+		if (x->sweep && x->tries == 0)
+			x->swept--; /* (that node again, at its turn) */
 	} else if (ret == -EMFILE || ret == -ENFILE) {
 		chan_res_fail(r, R2CC_RES_UNANSWERED,
 			      "no connection to spare in time");
 	} else if (ret < 0) {
-		chan_res_fail(r,
+		chan_res_miss(r,
 			      ret == -ECONNREFUSED ? R2CC_RES_NO_R2CC :
 						     R2CC_RES_UNANSWERED,
 			      "the rendezvous could not be dialled");
@@ -289,9 +432,14 @@ void chan_got_reply(int i, const struct r2cc_ctrl_msg *m)
 	chan_conn_close(i); /* the rendezvous is done with */
 	chan_lookup_window_on(&cs.lookups, true, chan_now_ns());
 	if (!lr->found || !lr->owner) {
-		chan_res_fail(r, R2CC_RES_NO_OWNER,
+		chan_res_miss(r, R2CC_RES_NO_OWNER,
 			      "the node's rendezvous knows no owner");
 		return;
+	}
+	if (x->sweep) {
+		sweep_end(r, R2CC_RES_FOUND);
+		r2cc_dbg("resolve of QP %#x: its GID's node is %u.%u.%u.%u",
+			 x->q.qpn, x->at[0], x->at[1], x->at[2], x->at[3]);
 	}
 	x->owner = lr->owner;
 	p = chan_peer_find(lr->owner);

@@ -15,13 +15,18 @@ void chan_res_end(int r, uint64_t peer, enum r2cc_chan_res_end how);
 /* Resolve @r given up @how, @why (a literal: each said once at info
  * level, then at debug level): chan_res_end(r, 0, how) */
 void chan_res_fail(int r, enum r2cc_chan_res_end how, const char *why);
+/* Resolve @r's node had no owner for it (@how, @why): the job's next
+ * node is asked, if it sweeps them (chan_hosts.c), else
+ * chan_res_fail() */
+void chan_res_miss(int r, enum r2cc_chan_res_end how, const char *why);
 /* Dial the owner's next address, or give the resolve up. */
 void chan_res_next_addr(int r);
 /* A channel to @peer opened: the resolves waiting on a call to it end
  * (the lock held) */
 void chan_res_opened(uint64_t peer);
-/* Dial the rendezvous of the GID's node (a resolve that finds no
- * connection to spare waits, up to MIG_CHAN_RES_WAIT_MS). */
+/* Dial the rendezvous of the GID's node: the IPv4 address in it, else
+ * the job's nodes in turn (a resolve that finds no connection to spare,
+ * or waits for the nodes' addresses, waits up to MIG_CHAN_RES_WAIT_MS). */
 void chan_res_start(int r);
 /* A LOOKUP on connection @i answered (the lock dropped for the hook). */
 void chan_serve_lookup(int i, const struct r2cc_ctrl_msg *m);

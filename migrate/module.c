@@ -132,6 +132,9 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		.pref_if = cfg->ctrl_if,
 		.rail_if = rail_if,
 		.nrail = nrail,
+		.peers = cfg->peers[0] ? cfg->peers :
+					 getenv("SLURM_JOB_NODELIST"),
+		.peer_by_gid = cfg->peer_by_gid,
 	};
 	struct r2cc_ctrl_key key;
 	int ret;

@@ -83,6 +83,23 @@ gen_fo fo.carrier b fault_carrier 0 down
 [ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
 barrier fo.carrier.cleared 60
 
+# Peers found through the job's nodes (R2CC_PEERS), not through the IPv4
+# address in their GID: the way for InfiniBand and IPv6 GIDs, forced here
+# on RoCE (R2CC_PEER_BY_GID=0). Every QP's resolve asks the nodes in turn
+# (b's own node first for some: it knows no owner); all are protected and
+# move at the carrier fault.
+FO_ENV="R2CC_PEER_BY_GID=0 R2CC_PEERS=$(mgmt_ip a),$(mgmt_ip b)" \
+	gen_fo fo.nodes b fault_carrier 0 down
+[ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
+log=$LAB/$NODE.fo.nodes.log
+if grep -q "the job's nodes: 2 of 2 with an address" "$log" &&
+	! grep -q 'unprotected' "$log"; then
+	check pass fo.nodes.found "every QP's peer found through R2CC_PEERS"
+else
+	check fail fo.nodes.found "$(grep -E "job's nodes|unprotected|no owner" "$log" | head -3 | cut -c1-200)"
+fi
+barrier fo.nodes.cleared 60
+
 # A QP r2cc cannot move beside those it can, on the same device context (a
 # UD QP: r2cc-gen --ud): the port's events are the program's again (b's
 # generator hears rail 0's port error), and the RC QPs still fail over

@@ -104,15 +104,24 @@ struct r2cc_ctrl_key job_key(void)
 	return key;
 }
 
-void start_with(const struct r2cc_chan_hooks *h)
+void start_nodes(const struct r2cc_chan_hooks *h, const char *peers,
+		 bool by_gid)
 {
-	struct r2cc_chan_cfg cfg = { .port = port(), .pref_if = "" };
+	struct r2cc_chan_cfg cfg = { .port = port(),
+				     .pref_if = "",
+				     .peers = peers,
+				     .peer_by_gid = by_gid };
 	struct r2cc_ctrl_key key = job_key();
 
 	r2cc_log_set_level(R2CC_LOG_DEBUG);
 	cr_assert_eq(r2cc_chan_start(&cfg, &key, h), 0);
 	cr_assert(r2cc_chan_running());
 	cr_assert_neq(r2cc_chan_self(), 0);
+}
+
+void start_with(const struct r2cc_chan_hooks *h)
+{
+	start_nodes(h, NULL, true);
 }
 
 void start(void)

@@ -67,9 +67,9 @@ Test(hostlist, groups_multiply_and_keep_their_suffix)
 Test(hostlist, syntax_errors)
 {
 	static const char *const bad[] = {
-		"n[1-2",   "n1-2]",   "n[]",   "n[2-1]",  "n[1,]",    "n[a]",
-		"n[1-2-3]", "n[[1]]", "n@x",   "n[1, 2]", "n[-1]",    "n[1-]",
-		"n[1234567890]", "ñ",
+		"n[1-2", "n1-2]",    "n[]",	      "n[2-1]", "n[1,]",
+		"n[a]",	 "n[1-2-3]", "n[[1]]",	      "n@x",	"n[1, 2]",
+		"n[-1]", "n[1-]",    "n[1234567890]", "ñ",
 	};
 	size_t i;
 
