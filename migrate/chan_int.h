@@ -113,10 +113,11 @@ struct res {
 	int naddr, next; /* the owner's addresses, the next to try */
 	struct r2cc_ctrl_addr addr[R2CC_CTRL_MAX_ADDRS];
 	uint8_t at[4]; /* the node whose rendezvous it asks */
-	/* Its GID names no node (chan_hosts.c): the job's nodes asked in
-	 * turn from host0, swept of them so far, since sweep_ns; what
-	 * they said (some silent, some knew no owner) */
-	bool sweep, silent, none;
+	/* Its GID names no node (chan_hosts.c): its IPoIB neighbour's
+	 * node and the job's nodes asked in turn from host0, swept of them
+	 * so far, since sweep_ns; next_node: at its next start (else the
+	 * same again); what they said (some silent, some knew no owner) */
+	bool sweep, next_node, silent, none;
 	unsigned int host0, swept;
 	uint64_t sweep_ns;
 };

@@ -12,6 +12,7 @@
 #include "chan_conn.h"
 #include "chan_hosts.h"
 #include "chan_res.h"
+#include "neigh.h"
 
 /* The GID's entry, if resolve @r is the one sweeping for it */
 static struct chan_gid_node *sweeping(int r)
@@ -124,6 +125,7 @@ void chan_res_miss(int r, enum r2cc_chan_res_end how, const char *why)
 	if (n > 0 && x->swept < (unsigned int)n &&
 	    chan_now_ns() - x->sweep_ns < MIG_CHAN_SWEEP_MS * 1000000ULL) {
 		x->started = false; /* the next node, at the next round */
+		x->next_node = true;
 		x->tries = 0;
 		return;
 	}
@@ -215,8 +217,27 @@ static int chan_lookups_max(void)
 	return n < 1 ? 1 : n;
 }
 
+/* Resolve @r sweeps the job's @n nodes (if any) for its GID (@g: its
+ * entry, if there is room for one) */
+static void sweep_begin(int r, struct chan_gid_node *g, int n)
+{
+	struct res *x = cs.res[r];
+
+	x->sweep = true;
+	x->next_node = x->silent = x->none = false;
+	x->host0 = n > 0 ? chan_gid_hash(x->q.gid) % (unsigned int)n : 0;
+	x->swept = 0;
+	x->sweep_ns = chan_now_ns();
+	if (g) {
+		g->st = GN_SEARCH;
+		g->res = r;
+		g->cookie = x->cookie;
+	}
+}
+
 /* The node a resolve whose GID names none asks now (@a): the one that
- * answered for its GID before, else the job's nodes in turn. 0, or
+ * answered for its GID before, else its IPoIB neighbour's and the job's
+ * nodes in turn. 0, or
  * -EAGAIN (it waits: the nodes' names are being resolved, or another
  * resolve sweeps for the GID), or -errno with *@how, *@why: given up. */
 static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
@@ -226,17 +247,18 @@ static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
 	struct chan_gid_node *g;
 	int n;
 
-	if (x->sweep) { /* the next node (a LOOKUP asked again: the same) */
+	if (x->sweep) { /* the same node again, or the next one */
 		n = chan_hosts_count();
-		if (n <= 0) {
+		if (x->next_node && n <= 0) {
 			*how = R2CC_RES_UNANSWERED;
 			*why = "the job's nodes are gone";
 			return -ENOENT;
 		}
-		if (x->tries == 1)
+		if (x->next_node)
 			chan_hosts_addr((x->host0 + x->swept++) %
 						(unsigned int)n,
 					x->at);
+		x->next_node = false;
 		memcpy(a, x->at, 4);
 		return 0;
 	}
@@ -255,6 +277,12 @@ static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
 		return -ENOENT;
 	}
 	n = chan_hosts_count();
+	if (!r2cc_neigh_lookup(x->q.gid, x->at)) {
+		/* An IPoIB neighbour names its node: asked first */
+		sweep_begin(r, g, n);
+		memcpy(a, x->at, 4);
+		return 0;
+	}
 	if (n == -EAGAIN)
 		return n;
 	if (n <= 0) {
@@ -267,16 +295,7 @@ static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
 			       "of the job has an address (R2CC_PEERS)";
 		return -ENOENT;
 	}
-	x->sweep = true;
-	x->silent = x->none = false;
-	x->host0 = chan_gid_hash(x->q.gid) % (unsigned int)n;
-	x->swept = 0;
-	x->sweep_ns = chan_now_ns();
-	if (g) {
-		g->st = GN_SEARCH;
-		g->res = r;
-		g->cookie = x->cookie;
-	}
+	sweep_begin(r, g, n);
 	chan_hosts_addr(x->host0, x->at);
 	x->swept = 1;
 	memcpy(a, x->at, 4);
@@ -329,8 +348,6 @@ void chan_res_start(int r)
 	    chan_now_ns() - since < MIG_CHAN_RES_WAIT_MS * 1000000ULL) {
 		x->started = false;
 		x->tries--;
-		if (x->sweep && x->tries == 0)
-			x->swept--; /* (that node again, at its turn) */
 	} else if (ret == -EMFILE || ret == -ENFILE) {
 		chan_res_fail(r, R2CC_RES_UNANSWERED,
 			      "no connection to spare in time");
