@@ -423,7 +423,7 @@ int r2cc_chan_start(const struct r2cc_chan_cfg *cfg,
 	snprintf(cs.pref_if, sizeof(cs.pref_if), "%s",
 		 cfg->pref_if ? cfg->pref_if : "");
 	cs.peer_by_gid = cfg->peer_by_gid;
-	chan_hosts_set(cfg->peers);
+	chan_hosts_set(cfg->peers, cfg->node_map);
 	cs.nrail = cfg->nrail < R2CC_CTRL_RAIL_MAX ? cfg->nrail :
 						     R2CC_CTRL_RAIL_MAX;
 	for (i = 0; i < cs.nrail; i++)

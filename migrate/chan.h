@@ -107,6 +107,7 @@ struct r2cc_chan_cfg {
 	 * address, or for every peer when !peer_by_gid */
 	const char *peers;
 	bool peer_by_gid;
+	const char *node_map; /* R2CC_NODE_MAP (may be NULL), asked first */
 };
 
 /**

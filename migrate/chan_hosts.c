@@ -2,8 +2,9 @@
 /*
  * chan_hosts.c - the job's nodes (R2CC_PEERS, else SLURM_JOB_NODELIST),
  * asked in turn by a resolve whose peer's GID carries no IPv4 address
- * (InfiniBand, RoCE over IPv6) or when R2CC_PEER_BY_GID is off; and, per
- * GID, the node that answered for it or the sweep under way.
+ * (InfiniBand, RoCE over IPv6) or when R2CC_PEER_BY_GID is off, after
+ * the node R2CC_NODE_MAP names for the GID; and, per GID, the node that
+ * answered for it or the sweep under way.
  *
  * The names are resolved once, when a resolve first needs them, by a
  * thread of their own (a name server may take its time: nothing of the
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "chan_hosts.h"
+#include "gidmap.h"
 #include "hostlist.h"
 
 #define GID_NODES_MAX 65536 /* GIDs remembered; past it, not kept */
@@ -35,17 +37,36 @@ static struct {
 	enum hosts_st st;
 	pid_t pid; /* the process whose thread resolves (a fork's child
 		    * has no such thread: it starts its own) */
-	char *spec; /* owned: the list, or a file's path */
+	/* owned: the list and the map, each its text or a file's path */
+	char *spec, *map_spec;
 	unsigned int n; /* addresses, once READY */
 	uint8_t (*addr)[4];
+	unsigned int nmap; /* the map's GIDs with an address, once READY */
+	struct mapped {
+		uint8_t gid[16], addr[4];
+	} * map;
 } hs = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-void chan_hosts_set(const char *spec)
+/* What the thread works on: copies of the specs; what it found */
+struct hosts_job {
+	char *spec, *map_spec;
+	uint8_t (*addr)[4];
+	struct mapped *map;
+	unsigned int n, nmap;
+};
+
+static char *dup_set(const char *s)
+{
+	return s && s[0] ? strdup(s) : NULL;
+}
+
+void chan_hosts_set(const char *spec, const char *map)
 {
 	pthread_mutex_lock(&hs.lock);
-	if (hs.st == HOSTS_NONE && spec && spec[0]) {
-		hs.spec = strdup(spec);
-		if (hs.spec)
+	if (hs.st == HOSTS_NONE) {
+		hs.spec = dup_set(spec);
+		hs.map_spec = dup_set(map);
+		if (hs.spec || hs.map_spec)
 			hs.st = HOSTS_IDLE;
 	}
 	pthread_mutex_unlock(&hs.lock);
@@ -70,25 +91,25 @@ static int host_addr(const char *name, uint8_t out[4])
 	return 0;
 }
 
-static void *resolver(void *arg)
+/* The job's nodes' addresses (hostlist.h) */
+static void resolve_list(struct hosts_job *j)
 {
 	struct r2cc_hostlist h = { 0 };
-	char *spec = arg;
-	uint8_t(*addr)[4] = NULL;
-	unsigned int i, n = 0, bad = 0;
+	unsigned int i, bad = 0;
 	int ret;
 
-	ret = spec[0] == '/' ? r2cc_hostlist_read(spec, &h) :
-			       r2cc_hostlist_parse(spec, strlen(spec), &h);
-	if (ret < 0)
-		r2cc_warn("the job's nodes (%.64s): %s: no peer is found "
-			  "without an address in its GID",
-			  spec, strerror(-ret));
-	else
-		addr = calloc(h.n, sizeof(*addr));
-	for (i = 0; addr && i < h.n; i++) {
-		if (!host_addr(h.v[i], addr[n])) {
-			n++;
+	ret = j->spec[0] == '/' ?
+		      r2cc_hostlist_read(j->spec, &h) :
+		      r2cc_hostlist_parse(j->spec, strlen(j->spec), &h);
+	if (ret < 0) {
+		r2cc_warn("the job's nodes (%.64s): %s: not asked", j->spec,
+			  strerror(-ret));
+		return;
+	}
+	j->addr = calloc(h.n, sizeof(*j->addr));
+	for (i = 0; j->addr && i < h.n; i++) {
+		if (!host_addr(h.v[i], j->addr[j->n])) {
+			j->n++;
 			continue;
 		}
 		if (!bad++)
@@ -96,24 +117,69 @@ static void *resolver(void *arg)
 				  "not asked (further ones counted)",
 				  h.v[i]);
 	}
-	if (ret >= 0)
-		r2cc_info("the job's nodes: %u of %u with an address%s", n, h.n,
-			  addr ? "" : " (no memory)");
+	r2cc_info("the job's nodes: %u of %u with an address%s", j->n, h.n,
+		  j->addr ? "" : " (no memory)");
 	r2cc_hostlist_free(&h);
-	free(spec);
+}
+
+/* R2CC_NODE_MAP's GIDs and their nodes' addresses (gidmap.h) */
+static void resolve_map(struct hosts_job *j)
+{
+	struct r2cc_gidmap m = { 0 };
+	unsigned int i, bad = 0;
+	int ret;
+
+	ret = j->map_spec[0] == '/' ?
+		      r2cc_gidmap_read(j->map_spec, &m) :
+		      r2cc_gidmap_parse(j->map_spec, strlen(j->map_spec), &m);
+	if (ret < 0) {
+		r2cc_warn("R2CC_NODE_MAP (%.64s): %s: not used", j->map_spec,
+			  strerror(-ret));
+		return;
+	}
+	j->map = calloc(m.n, sizeof(*j->map));
+	for (i = 0; j->map && i < m.n; i++) {
+		/* (the last entry of a GID says: looked up from the end) */
+		if (!host_addr(m.v[i].host, j->map[j->nmap].addr)) {
+			memcpy(j->map[j->nmap++].gid, m.v[i].gid, 16);
+			continue;
+		}
+		if (!bad++)
+			r2cc_warn("R2CC_NODE_MAP: `%s' has no IPv4 address "
+				  "(further ones counted)",
+				  m.v[i].host);
+	}
+	r2cc_info("R2CC_NODE_MAP: %u of %u GIDs' nodes with an address%s",
+		  j->nmap, m.n, j->map ? "" : " (no memory)");
+	r2cc_gidmap_free(&m);
+}
+
+static void *resolver(void *arg)
+{
+	struct hosts_job *j = arg;
+
+	if (j->spec)
+		resolve_list(j);
+	if (j->map_spec)
+		resolve_map(j);
+	free(j->spec);
+	free(j->map_spec);
 	pthread_mutex_lock(&hs.lock);
-	hs.addr = addr;
-	hs.n = n;
+	hs.addr = j->addr;
+	hs.n = j->addr ? j->n : 0;
+	hs.map = j->map;
+	hs.nmap = j->map ? j->nmap : 0;
 	hs.st = HOSTS_READY;
 	pthread_mutex_unlock(&hs.lock);
+	free(j);
 	return NULL;
 }
 
 int chan_hosts_count(void)
 {
 	sigset_t all, old;
+	struct hosts_job *j;
 	pthread_attr_t at;
-	char *spec = NULL;
 	pthread_t t;
 	int ret;
 
@@ -128,18 +194,28 @@ int chan_hosts_count(void)
 		return ret;
 	}
 	/* Its own thread, detached, every signal blocked in it */
-	spec = strdup(hs.spec);
-	ret = spec ? pthread_attr_init(&at) : ENOMEM;
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->spec = dup_set(hs.spec);
+		j->map_spec = dup_set(hs.map_spec);
+	}
+	ret = !j || (hs.spec && !j->spec) || (hs.map_spec && !j->map_spec) ?
+		      ENOMEM :
+		      pthread_attr_init(&at);
 	if (!ret) {
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		ret = pthread_create(&t, &at, resolver, spec);
+		ret = pthread_create(&t, &at, resolver, j);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&at);
 	}
 	if (ret) {
-		free(spec);
+		if (j) {
+			free(j->spec);
+			free(j->map_spec);
+		}
+		free(j);
 		pthread_mutex_unlock(&hs.lock);
 		return -ret;
 	}
@@ -157,6 +233,23 @@ void chan_hosts_addr(unsigned int i, uint8_t out[4])
 	else
 		memset(out, 0, 4);
 	pthread_mutex_unlock(&hs.lock);
+}
+
+int chan_hosts_mapped(const uint8_t gid[16], uint8_t out[4])
+{
+	unsigned int i;
+	int ret;
+
+	pthread_mutex_lock(&hs.lock);
+	ret = hs.st == HOSTS_READY ? -ENOENT : hs.map_spec ? -EAGAIN : -ENOENT;
+	for (i = hs.nmap; hs.st == HOSTS_READY && i-- > 0;)
+		if (!memcmp(hs.map[i].gid, gid, 16)) {
+			memcpy(out, hs.map[i].addr, 4);
+			ret = 0;
+			break;
+		}
+	pthread_mutex_unlock(&hs.lock);
+	return ret;
 }
 
 /* The GIDs' nodes: open addressing, never removed (an entry's state

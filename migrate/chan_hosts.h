@@ -8,15 +8,20 @@
 
 #include "chan_int.h"
 
-/* The job's nodes, a host list or a file's path (hostlist.h); NULL or
- * "": none. The first list set in a process stays. Any thread. */
-void chan_hosts_set(const char *spec);
+/* The job's nodes, a host list or a file's path (hostlist.h), and
+ * R2CC_NODE_MAP's GIDs and nodes, a map or a file's path (gidmap.h);
+ * NULL or "": none. The first ones set in a process stay. Any thread. */
+void chan_hosts_set(const char *spec, const char *map);
 /* How many nodes have an address: > 0; -EAGAIN while their names are
  * resolved (the first call starts that); -ENOENT: no list, or no node
  * with an address. Any thread. */
 int chan_hosts_count(void);
 /* The address of node @i (< chan_hosts_count()) into @out */
 void chan_hosts_addr(unsigned int i, uint8_t out[4]);
+/* The address of @gid's node in R2CC_NODE_MAP into @out: 0; -EAGAIN
+ * while the map's names are resolved (chan_hosts_count() starts that);
+ * -ENOENT: not in it. Any thread. */
+int chan_hosts_mapped(const uint8_t gid[16], uint8_t out[4]);
 
 /* What is known of the node of a GID (cs.lock) */
 struct chan_gid_node {

@@ -236,8 +236,8 @@ static void sweep_begin(int r, struct chan_gid_node *g, int n)
 }
 
 /* The node a resolve whose GID names none asks now (@a): the one that
- * answered for its GID before, else its IPoIB neighbour's and the job's
- * nodes in turn. 0, or
+ * answered for its GID before, else the one R2CC_NODE_MAP or its IPoIB
+ * neighbour names, and the job's nodes in turn. 0, or
  * -EAGAIN (it waits: the nodes' names are being resolved, or another
  * resolve sweeps for the GID), or -errno with *@how, *@why: given up. */
 static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
@@ -245,7 +245,7 @@ static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
 {
 	struct res *x = cs.res[r];
 	struct chan_gid_node *g;
-	int n;
+	int n, m;
 
 	if (x->sweep) { /* the same node again, or the next one */
 		n = chan_hosts_count();
@@ -277,8 +277,12 @@ static int node_of(int r, uint8_t a[4], enum r2cc_chan_res_end *how,
 		return -ENOENT;
 	}
 	n = chan_hosts_count();
-	if (!r2cc_neigh_lookup(x->q.gid, x->at)) {
-		/* An IPoIB neighbour names its node: asked first */
+	m = chan_hosts_mapped(x->q.gid, x->at);
+	if (m == -EAGAIN)
+		return m;
+	if (!m || !r2cc_neigh_lookup(x->q.gid, x->at)) {
+		/* R2CC_NODE_MAP or an IPoIB neighbour names its node: that
+		 * one is asked first */
 		sweep_begin(r, g, n);
 		memcpy(a, x->at, 4);
 		return 0;

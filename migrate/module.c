@@ -135,6 +135,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 		.peers = cfg->peers[0] ? cfg->peers :
 					 getenv("SLURM_JOB_NODELIST"),
 		.peer_by_gid = cfg->peer_by_gid,
+		.node_map = cfg->node_map,
 	};
 	struct r2cc_ctrl_key key;
 	int ret;

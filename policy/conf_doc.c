@@ -35,6 +35,9 @@ static void values_short(const struct r2cc_setting *st, char *buf, size_t size)
 	case R2CC_KIND_HOSTS:
 		snprintf(buf, size, "host list or absolute path");
 		return;
+	case R2CC_KIND_GIDMAP:
+		snprintf(buf, size, "`GID=HOST,...` or absolute path");
+		return;
 	case R2CC_KIND_ENUM:
 		break;
 	}

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config_int.h"
+#include "gidmap.h"
 #include "hostlist.h"
 
 /* Enum fields are stored by memcpy() from an unsigned int. */
@@ -198,9 +199,13 @@ static int parse_value(const struct r2cc_setting *st, const char *s,
 	case R2CC_KIND_RAILS:
 		return parse_rails(s, &v->rails);
 	case R2CC_KIND_HOSTS:
+	case R2CC_KIND_GIDMAP:
 		if (!len || len >= st->size)
 			return len ? -ENAMETOOLONG : -EINVAL;
-		ret = s[0] == '/' ? 0 : r2cc_hostlist_parse(s, len, NULL);
+		ret = s[0] == '/' ? 0 :
+		      st->kind == R2CC_KIND_HOSTS ?
+				    r2cc_hostlist_parse(s, len, NULL) :
+				    r2cc_gidmap_parse(s, len, NULL);
 		if (ret < 0)
 			return ret;
 		memcpy(v->s, s, len + 1);

@@ -17,6 +17,7 @@ enum r2cc_conf_kind {
 	R2CC_KIND_IFNAME, /* netdev name, kernel dev_valid_name() rules */
 	R2CC_KIND_RAILS, /* all | DEV[/PORT],... */
 	R2CC_KIND_HOSTS, /* a host list (hostlist.h) or an absolute path */
+	R2CC_KIND_GIDMAP, /* GID=HOST,... (gidmap.h) or an absolute path */
 };
 
 /* One row per setting; rows are indexed by enum r2cc_conf_key. */

@@ -289,34 +289,46 @@ int r2cc_hostlist_parse(const char *s, size_t len, struct r2cc_hostlist *out)
 	return (int)out->n;
 }
 
-int r2cc_hostlist_read(const char *path, struct r2cc_hostlist *out)
+char *r2cc_listfile_read(const char *path, size_t *len, int *err)
 {
 	char *buf = malloc(R2CC_HOSTFILE_MAX + 1), *c;
-	size_t len = 0;
 	ssize_t r = 0;
-	int fd, ret;
+	int fd;
+
+	*len = 0;
+	*err = buf ? 0 : -ENOMEM;
+	fd = buf ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+	if (buf && fd < 0)
+		*err = -errno;
+	while (fd >= 0 && *len <= R2CC_HOSTFILE_MAX &&
+	       (r = read(fd, buf + *len, R2CC_HOSTFILE_MAX + 1 - *len)) > 0)
+		*len += (size_t)r;
+	if (fd >= 0 && r < 0)
+		*err = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (!*err && *len > R2CC_HOSTFILE_MAX)
+		*err = -EFBIG;
+	if (*err) {
+		free(buf);
+		return NULL;
+	}
+	/* '#' to the end of its line is a comment */
+	for (c = buf; (c = memchr(c, '#', *len - (size_t)(c - buf)));)
+		while (c < buf + *len && *c != '\n')
+			*c++ = ' ';
+	return buf;
+}
+
+int r2cc_hostlist_read(const char *path, struct r2cc_hostlist *out)
+{
+	size_t len;
+	int ret;
+	char *buf = r2cc_listfile_read(path, &len, &ret);
 
 	if (!buf)
-		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		ret = -errno;
-		free(buf);
 		return ret;
-	}
-	while (len <= R2CC_HOSTFILE_MAX &&
-	       (r = read(fd, buf + len, R2CC_HOSTFILE_MAX + 1 - len)) > 0)
-		len += (size_t)r;
-	ret = r < 0 ? -errno : 0;
-	close(fd);
-	if (!ret && len > R2CC_HOSTFILE_MAX)
-		ret = -EFBIG;
-	/* '#' to the end of its line is a comment */
-	for (c = buf; !ret && (c = memchr(c, '#', len - (size_t)(c - buf)));)
-		while (c < buf + len && *c != '\n')
-			*c++ = ' ';
-	if (!ret)
-		ret = r2cc_hostlist_parse(buf, len, out);
+	ret = r2cc_hostlist_parse(buf, len, out);
 	free(buf);
 	return ret;
 }

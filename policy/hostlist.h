@@ -37,4 +37,9 @@ int r2cc_hostlist_read(const char *path, struct r2cc_hostlist *out);
 
 void r2cc_hostlist_free(struct r2cc_hostlist *h);
 
+/* The text of the list file @path (at most R2CC_HOSTFILE_MAX bytes), its
+ * comments blanked, in a buffer to free(), *@len its bytes; NULL with
+ * *@err: -errno of the read, -EFBIG, -ENOMEM. */
+char *r2cc_listfile_read(const char *path, size_t *len, int *err);
+
 #endif /* R2CC_HOSTLIST_H */

@@ -122,6 +122,7 @@ enum r2cc_conf_key {
 	R2CC_CONF_CTRL_IF,
 	R2CC_CONF_PEERS,
 	R2CC_CONF_PEER_BY_GID,
+	R2CC_CONF_NODE_MAP,
 	R2CC_CONF_SECRET_FILE,
 	R2CC_CONF_STATS,
 	R2CC_CONF_CONFIG,
@@ -161,6 +162,8 @@ struct r2cc_config {
 	 * SLURM_JOB_NODELIST's, if any */
 	char peers[R2CC_CONF_LINE_MAX];
 	bool peer_by_gid;
+	/* GIDs' nodes: a map, or a file's absolute path; "" = none */
+	char node_map[R2CC_CONF_LINE_MAX];
 	char secret_file[PATH_MAX];
 	char stats_file[PATH_MAX];
 	char config_file[PATH_MAX];

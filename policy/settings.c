@@ -159,8 +159,9 @@ const struct r2cc_setting r2cc_settings[R2CC_CONF_NR] = {
 		.doc = "The job's nodes, asked in turn which of their "
 		       "processes owns a peer's queue pair when the peer's "
 		       "GID carries no IPv4 address (InfiniBand, RoCE over "
-		       "IPv6) or *peer_by_gid* is off: names or IPv4 "
-		       "addresses separated by commas or white space, with "
+		       "IPv6) or *peer_by_gid* is off, and neither "
+		       "*node_map* nor the IPoIB neighbours name its node: "
+		       "names or IPv4 addresses separated by commas or white space, with "
 		       "Slurm's ranges (`gpu[001-128]-mgmt'), or the absolute "
 		       "path of a file of them ('#' starts a comment). The "
 		       "node that answered is kept for the GID. Unset: "
@@ -176,6 +177,23 @@ const struct r2cc_setting r2cc_settings[R2CC_CONF_NR] = {
 		       "carries, on the rendezvous port there. Off: by the "
 		       "job's nodes (*peers*) only, for fabrics where that "
 		       "address does not reach the node's r2cc.",
+	},
+	[R2CC_CONF_NODE_MAP] = {
+		"R2CC_NODE_MAP", R2CC_KIND_GIDMAP,
+		.accepted = "GID=HOST entries (the GID as IPv6 text, HOST a "
+			    "name or IPv4 address) separated by commas or "
+			    "white space, at most 65536, 4095 bytes in all; or "
+			    "the absolute path of a file of them",
+		FIELD(node_map),
+		.brief = "the node of each peer GID, written down",
+		.doc = "The node of each peer GID, for a peer whose GID "
+		       "carries no IPv4 address (or with *peer_by_gid* off): "
+		       "`GID=HOST' entries (`fe80::c42:a103:6e:2a10=gpu017'; "
+		       "HOST a name or an IPv4 address) separated by commas "
+		       "or white space, or the absolute path of a file of "
+		       "them ('#' starts a comment). The node it names is "
+		       "asked first, before the IPoIB neighbours' and the "
+		       "job's nodes (*peers*).",
 	},
 	[R2CC_CONF_SECRET_FILE] = {
 		"R2CC_SECRET_FILE", R2CC_KIND_ABSPATH,

@@ -105,12 +105,13 @@ struct r2cc_ctrl_key job_key(void)
 }
 
 void start_nodes(const struct r2cc_chan_hooks *h, const char *peers,
-		 bool by_gid)
+		 const char *map, bool by_gid)
 {
 	struct r2cc_chan_cfg cfg = { .port = port(),
 				     .pref_if = "",
 				     .peers = peers,
-				     .peer_by_gid = by_gid };
+				     .peer_by_gid = by_gid,
+				     .node_map = map };
 	struct r2cc_ctrl_key key = job_key();
 
 	r2cc_log_set_level(R2CC_LOG_DEBUG);
@@ -121,7 +122,7 @@ void start_nodes(const struct r2cc_chan_hooks *h, const char *peers,
 
 void start_with(const struct r2cc_chan_hooks *h)
 {
-	start_nodes(h, NULL, true);
+	start_nodes(h, NULL, NULL, true);
 }
 
 void start(void)

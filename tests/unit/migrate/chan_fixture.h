@@ -41,9 +41,10 @@ uint16_t port(void);
 struct r2cc_ctrl_key job_key(void);
 /* The channel started with @h (start(): the hooks above) */
 void start_with(const struct r2cc_chan_hooks *h);
-/* ... with the job's nodes @peers (R2CC_PEERS) and R2CC_PEER_BY_GID */
+/* ... with the job's nodes @peers (R2CC_PEERS), R2CC_NODE_MAP @map and
+ * R2CC_PEER_BY_GID */
 void start_nodes(const struct r2cc_chan_hooks *h, const char *peers,
-		 bool by_gid);
+		 const char *map, bool by_gid);
 void start(void);
 /* (GID of 127.0.0.1, @qpn) */
 struct r2cc_ctrl_qp_ref loopback_ref(uint32_t qpn);

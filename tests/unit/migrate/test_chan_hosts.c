@@ -4,12 +4,14 @@
  * a GID that carries no IPv4 address (InfiniBand, RoCE over IPv6) is
  * asked of R2CC_PEERS' nodes in turn, a node that knows no owner passed
  * over, and the node that answered is asked first for the GID's next
- * QP; with R2CC_PEER_BY_GID off an IPv4 GID goes the same way; with no
+ * QP; the node R2CC_NODE_MAP names is asked before them; with
+ * R2CC_PEER_BY_GID off an IPv4 GID goes the same way; with no
  * node list, or no node knowing the owner, the resolve ends at once.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -95,7 +97,7 @@ Test(chan_hosts, a_gid_without_ipv4_is_found_through_the_nodes, .timeout = 30)
 
 	ownerless_start(&o);
 	/* 127.0.0.2: the ownerless node; 127.0.0.1: ours, the owner */
-	start_nodes(&hooks, "127.0.0.2, 127.0.0.1", true);
+	start_nodes(&hooks, "127.0.0.2, 127.0.0.1", NULL, true);
 	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);
 	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
 	cr_assert_eq(got_peer, r2cc_chan_self(), "how %d", got_how);
@@ -117,12 +119,31 @@ Test(chan_hosts, many_resolves_of_one_gid_sweep_once, .timeout = 30)
 	int i;
 
 	ownerless_start(&o);
-	start_nodes(&hooks, "127.0.0.2,127.0.0.1", true);
+	start_nodes(&hooks, "127.0.0.2,127.0.0.1", NULL, true);
 	for (i = 1; i <= 16; i++)
 		cr_assert_eq(r2cc_chan_resolve(&q, (uint64_t)i), 0);
 	cr_assert(wait_for(&resolved, 16), "not all resolved within 10 s");
 	cr_assert_eq(got_peer, r2cc_chan_self());
 	cr_assert_eq(o.asked, 1, "the ownerless node asked %d times", o.asked);
+	r2cc_chan_stop();
+	ownerless_stop(&o);
+}
+
+Test(chan_hosts, the_node_map_is_asked_first, .timeout = 30)
+{
+	struct r2cc_ctrl_qp_ref q = ib_ref(true);
+	struct ownerless o;
+	char map[96];
+
+	/* the sweep alone would ask the ownerless node first */
+	snprintf(map, sizeof(map), "fe80::c42:a103:6e:2a%02x=localhost",
+		 q.gid[15]);
+	ownerless_start(&o);
+	start_nodes(&hooks, "127.0.0.2,127.0.0.1", map, true);
+	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);
+	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
+	cr_assert_eq(got_peer, r2cc_chan_self(), "how %d", got_how);
+	cr_assert_eq(o.asked, 0, "a node asked before the map's");
 	r2cc_chan_stop();
 	ownerless_stop(&o);
 }
@@ -133,7 +154,7 @@ Test(chan_hosts, no_node_knowing_the_owner_ends_the_resolve, .timeout = 30)
 	struct ownerless o;
 
 	ownerless_start(&o);
-	start_nodes(&hooks, "127.0.0.2", true);
+	start_nodes(&hooks, "127.0.0.2", NULL, true);
 	cr_assert_eq(r2cc_chan_resolve(&q, 3), 0);
 	cr_assert(wait_for(&resolved, 1), "unbounded resolve");
 	cr_assert_eq(got_peer, 0);
@@ -147,7 +168,7 @@ Test(chan_hosts, without_a_node_list_such_a_gid_ends_at_once)
 {
 	struct r2cc_ctrl_qp_ref q = ib_ref(true);
 
-	start_nodes(&hooks, NULL, true);
+	start_nodes(&hooks, NULL, NULL, true);
 	cr_assert_eq(r2cc_chan_resolve(&q, 4), 0);
 	cr_assert(wait_for(&resolved, 1), "unbounded resolve");
 	cr_assert_eq(got_peer, 0);
@@ -164,7 +185,7 @@ Test(chan_hosts, peer_by_gid_off_asks_the_nodes, .timeout = 30)
 	struct r2cc_chan_stats st;
 
 	memcpy(q.gid + 12, "\xc0\x00\x02\x01", 4);
-	start_nodes(&hooks, "localhost", false);
+	start_nodes(&hooks, "localhost", NULL, false);
 	cr_assert_eq(r2cc_chan_resolve(&q, 5), 0);
 	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
 	cr_assert_eq(got_peer, r2cc_chan_self(), "how %d", got_how);

@@ -107,8 +107,8 @@ static const char *const defaults[R2CC_CONF_NR] = {
 	[R2CC_CONF_KEEPALIVE] = "0",	 [R2CC_CONF_KEEPALIVE_MS] = "1000",
 	[R2CC_CONF_CTRL_PORT] = "18650", [R2CC_CONF_CTRL_IF] = "",
 	[R2CC_CONF_PEERS] = "",		 [R2CC_CONF_PEER_BY_GID] = "1",
-	[R2CC_CONF_SECRET_FILE] = "",	 [R2CC_CONF_STATS] = "",
-	[R2CC_CONF_CONFIG] = "",
+	[R2CC_CONF_NODE_MAP] = "",	 [R2CC_CONF_SECRET_FILE] = "",
+	[R2CC_CONF_STATS] = "",		 [R2CC_CONF_CONFIG] = "",
 };
 
 /* What "(accepted: ...)" must contain, per setting */
@@ -127,6 +127,7 @@ static const char *const accepted[R2CC_CONF_NR] = {
 	[R2CC_CONF_CTRL_IF] = "a network interface name of 1-15",
 	[R2CC_CONF_PEERS] = "names or IPv4 addresses separated by commas",
 	[R2CC_CONF_PEER_BY_GID] = "1, 0, yes, no, true, false, on, off",
+	[R2CC_CONF_NODE_MAP] = "GID=HOST entries",
 	[R2CC_CONF_SECRET_FILE] = "an absolute path",
 	[R2CC_CONF_STATS] = "an absolute path",
 	[R2CC_CONF_CONFIG] = "a file path",
@@ -148,6 +149,7 @@ static const char *const alt[R2CC_CONF_NR] = {
 	[R2CC_CONF_CTRL_IF] = "alt0",
 	[R2CC_CONF_PEERS] = "gpu[01-02],10.0.0.3",
 	[R2CC_CONF_PEER_BY_GID] = "0",
+	[R2CC_CONF_NODE_MAP] = "fe80::1=gpu1",
 	[R2CC_CONF_SECRET_FILE] = "/tmp/alt.secret",
 	[R2CC_CONF_STATS] = "/tmp/alt.stats",
 };
@@ -286,6 +288,9 @@ ParameterizedTestParameters(policy_config, good_values)
 		{ R2CC_CONF_PEERS, "10.0.0.1, b", "10.0.0.1, b" },
 		{ R2CC_CONF_PEERS, "/etc/r2cc/hosts", "/etc/r2cc/hosts" },
 		{ R2CC_CONF_PEER_BY_GID, "off", "0" },
+		{ R2CC_CONF_NODE_MAP, "fe80::c42:a103:6e:2a10=gpu017",
+		  "fe80::c42:a103:6e:2a10=gpu017" },
+		{ R2CC_CONF_NODE_MAP, "/etc/r2cc/gids", "/etc/r2cc/gids" },
 		{ R2CC_CONF_SECRET_FILE, "/run/r2cc/job.key",
 		  "/run/r2cc/job.key" },
 		{ R2CC_CONF_STATS, "/tmp/r2cc stats.json",
@@ -413,6 +418,10 @@ ParameterizedTestParameters(policy_config, bad_values)
 		{ R2CC_CONF_PEERS, "n[1-70000]" },
 		{ R2CC_CONF_PEERS, "a;b" },
 		{ R2CC_CONF_PEERS, " , " },
+		{ R2CC_CONF_NODE_MAP, "" },
+		{ R2CC_CONF_NODE_MAP, "gpu017" },
+		{ R2CC_CONF_NODE_MAP, "10.0.0.1=gpu017" },
+		{ R2CC_CONF_NODE_MAP, "fe80::1=" },
 		{ R2CC_CONF_SECRET_FILE, "" },
 		{ R2CC_CONF_SECRET_FILE, "secret" },
 		{ R2CC_CONF_STATS, "" },
