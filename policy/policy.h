@@ -264,6 +264,9 @@ struct r2cc_rail_info {
 	int numa_node; /* -1 = unknown or none */
 	char pci[32]; /* "0000:3b:00.0"; "" if not PCI (rxe) */
 	char netdev[R2CC_IFNAMSIZ]; /* RoCE; "" if none (InfiniBand) */
+	/* InfiniBand: the port's LID and its subnet manager's; 0 = none
+	 * (RoCE) or unknown */
+	uint16_t lid, sm_lid;
 };
 /**
  * r2cc_rail_scan() - list the RDMA device ports under @sysfs_root

@@ -196,6 +196,26 @@ static void read_device(int devfd, struct r2cc_rail_info *r)
 		memcpy(r->pci, base, strlen(base) + 1);
 }
 
+/* A LID as sysfs writes it, "0x1b": 0 if garbled */
+static uint16_t parse_lid(const char *s)
+{
+	uint32_t v = 0;
+	int i;
+
+	if (s[0] != '0' || s[1] != 'x' || !s[2])
+		return 0;
+	for (i = 2; s[i]; i++) {
+		int h = isdigit((unsigned char)s[i]) ? s[i] - '0' :
+			s[i] >= 'a' && s[i] <= 'f'   ? s[i] - 'a' + 10 :
+						       -1;
+
+		if (h < 0 || i > 5)
+			return 0;
+		v = v * 16 + (uint32_t)h;
+	}
+	return (uint16_t)v;
+}
+
 /* Fill the per-port fields of @r from ports/<r->port> under @devfd. */
 static void read_port(int devfd, struct r2cc_rail_info *r)
 {
@@ -206,6 +226,7 @@ static void read_port(int devfd, struct r2cc_rail_info *r)
 	r->state = 0;
 	r->rate_mbps = 0;
 	r->width = 0;
+	r->lid = r->sm_lid = 0;
 	r->netdev[0] = '\0';
 	snprintf(path, sizeof(path), "ports/%u", r->port);
 	pfd = openat(devfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -224,6 +245,10 @@ static void read_port(int devfd, struct r2cc_rail_info *r)
 		r->state = parse_state(buf);
 	if (read_attr(pfd, "rate", buf) > 0)
 		parse_rate(buf, &r->rate_mbps, &r->width);
+	if (read_attr(pfd, "lid", buf) > 0)
+		r->lid = parse_lid(buf);
+	if (read_attr(pfd, "sm_lid", buf) > 0)
+		r->sm_lid = parse_lid(buf);
 	/* RoCE: the netdev of GID 0; rxe also names it in parent */
 	if (read_attr(pfd, "gid_attrs/ndevs/0", buf) > 0 ||
 	    read_attr(devfd, "parent", buf) > 0) {

@@ -163,6 +163,17 @@ static int resolve(const char *rail, bool must_exist, char *netdev)
 	for (i = 0; i < n && i < MAX_RAILS; i++) {
 		if (!rail_is(&rails[i], rail))
 			continue;
+		if (rails[i].link_layer == R2CC_LL_IB) {
+			fprintf(stderr,
+				"r2cc-ctl: fault: rail %s: not RoCE (link "
+				"layer InfiniBand): the injector works on a "
+				"RoCE netdev's packets only; on InfiniBand "
+				"take the link down at its switch port "
+				"(ibportstate SWITCH_LID PORT disable, then "
+				"enable) or pull the cable\n",
+				rail);
+			return CTL_ERR;
+		}
 		if (rails[i].link_layer != R2CC_LL_ETH || !rails[i].netdev[0]) {
 			fprintf(stderr,
 				"r2cc-ctl: fault: rail %s: not RoCE (link "

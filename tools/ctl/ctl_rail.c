@@ -46,6 +46,10 @@ static void print_rail(const struct r2cc_rail_info *r)
 	pr_int("numa_node", " numa %lld", r->numa_node);
 	pr_str("pci", " pci %s", r->pci[0] ? r->pci : NULL);
 	pr_str("netdev", " netdev %s", r->netdev[0] ? r->netdev : NULL);
+	if (r->link_layer == R2CC_LL_IB) { /* (decimal, as ibstat says) */
+		pr_int("lid", " lid %lld", r->lid);
+		pr_int("sm_lid", " sm_lid %lld", r->sm_lid);
+	}
 	pr_end_obj();
 	pr_newline();
 }

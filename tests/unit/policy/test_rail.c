@@ -136,6 +136,12 @@ Test(rail, mlx_four_nics_sorted_with_pci_and_numa)
 	cr_assert_eq(rails[1].state, 1);
 	cr_assert_eq(rails[0].link_layer, R2CC_LL_IB);
 	cr_assert_eq(rails[3].link_layer, R2CC_LL_ETH);
+	/* InfiniBand ports' LIDs and their subnet manager's; RoCE has none */
+	cr_assert_eq(rails[0].lid, 0x10);
+	cr_assert_eq(rails[0].sm_lid, 0x1);
+	cr_assert_eq(rails[2].lid, 0x12);
+	cr_assert_eq(rails[3].lid, 0);
+	cr_assert_eq(rails[3].sm_lid, 0);
 }
 
 Test(rail, rails_filter_keeps_sysfs_order)

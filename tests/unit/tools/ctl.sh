@@ -27,7 +27,9 @@ rxe="env R2CC_SYSFS_ROOT=$fx/sysfs-rxe $ctl"
 t nodev 2 env R2CC_SYSFS_ROOT="$tmp" "$ctl" -j rail show &&
 	{ [ -s "$out" ] && { echo "FAIL nodev: stdout not empty"; fail=1; }; has "$err" "no RDMA devices"; }
 # Text, default command; a DOWN rail makes exit 3.
-t text 3 $mlx && { has "$out" "mlx5_1/1 *state DOWN"; has "$out" "mlx5_3/1 .*netdev ens8f0np0"; }
+t text 3 $mlx && { has "$out" "mlx5_1/1 *state DOWN"; has "$out" "mlx5_3/1 .*netdev ens8f0np0";
+	has "$out" "mlx5_0/1 .* lid 16 sm_lid 1$"; ! grep -q "mlx5_3/1 .*lid" "$out" ||
+	{ echo "FAIL text: a RoCE rail shows a LID"; fail=1; }; }
 [ "$(grep -c . "$out")" = 4 ] || { echo "FAIL text: not 4 rails"; fail=1; }
 # JSON parses, and carries the fields.
 t json 0 $rxe -j rail show &&
@@ -246,6 +248,7 @@ fd fault-qpn-dec 1 mlx5_3/1 --qpn 16777215 && has "$err" "ens8f0np0: netdev"
 # RAIL: unknown, not RoCE (InfiniBand, no netdev), a netdev not in sysfs.
 fd fault-unknown 1 mlx5_9 && has "$err" "rail mlx5_9: No such device"
 fd fault-ib 1 mlx5_0 && has "$err" "rail mlx5_0: not RoCE (link layer InfiniBand"
+has "$err" "ibportstate SWITCH_LID PORT disable"
 fd fault-ib-port 1 mlx5_1/1 --percent 5 && has "$err" "not RoCE"
 fd fault-nonetdev 1 nosuch0 && has "$err" "rail nosuch0: No such device"
 t fault-clear-usage 1 "$ctl" fault clear && has "$err" "usage: r2cc-ctl fault clear RAIL"
