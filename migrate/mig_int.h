@@ -171,6 +171,7 @@ struct r2cc_mig_qp {
 	/* Armed by r2cc, no event of theirs seen since (wake.c) */
 	_Atomic bool bscq_armed, brcq_armed;
 	struct ibv_qp *bqp; /* owned: the backup QP */
+	bool bspare; /* it holds one send WR more than the program's QP */
 	/* R2CC_BACKUP=lazy, both ends: the backup is made at a failover
 	 * (on bctx/bpd, r2cc's context and shadow PD of the backup rail) and
 	 * dropped when the QP is moved back. */

@@ -72,7 +72,8 @@ static bool partly_sent(struct r2cc_mig_qp *mq)
  * QP goes to ERR, completing the WR as a success. A zero-length READ,
  * first on it (its one response packet is accepted there), ends it.
  * Unsignaled, and hidden if it completes (R2CC_HEAL_WRID); not where the
- * replay fills the send queue. Return: PSNs it took (0 or 1). Lock held.
+ * replay fills the send queue (a backup has a slot to spare for it, the
+ * program's QP has none). Return: PSNs it took (0 or 1). Lock held.
  */
 static uint32_t heal(struct r2cc_mig_qp *mq, bool back, uint32_t nreplay)
 {
@@ -84,7 +85,7 @@ static uint32_t heal(struct r2cc_mig_qp *mq, bool back, uint32_t nreplay)
 	if (!*stale)
 		return 0;
 	*stale = false;
-	if (nreplay >= mq->cap.max_send_wr) {
+	if (nreplay >= mq->cap.max_send_wr + (!back && mq->bspare)) {
 		r2cc_warn("QP %#x: the replay fills the %s's send queue: its "
 			  "completer is not cleared",
 			  mq->qpn, back ? "primary" : "backup");

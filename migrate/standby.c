@@ -285,7 +285,16 @@ int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
 		ia.cap.max_recv_wr = ia.cap.max_recv_sge = 0;
 	}
 	ia.sq_sig_all = mq->sig_all;
+	/* One more send WR than the program's: heal()'s READ goes first at
+	 * a move, before a replay that may fill the program's count (move.c).
+	 * Where the device takes no more, the program's count. */
+	ia.cap.max_send_wr++;
 	mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
+	mq->bspare = mq->bqp != NULL;
+	if (!mq->bqp) {
+		ia.cap.max_send_wr--;
+		mq->bqp = ps.v.create_qp(d->backup_pd, &ia);
+	}
 	if (!mq->bqp)
 		return errno ? errno : ENOMEM;
 	mq->bpsn = r2cc_psn_random();

@@ -58,6 +58,7 @@ extern struct fake_cq bcq; /* the backup's CQ */
 extern struct fake_srq psrq, bsrq;
 extern uint32_t fence_rq_psn; /* what a query of a fenced QP answers */
 extern int nmade; /* backup QPs made (a lazy QP's, at its failover) */
+extern struct ibv_qp_cap made_cap; /* the last one's */
 extern struct r2cc_mig_cq *mc; /* the program's CQ's */
 extern struct r2cc_mig_qp *mq; /* the protected QP */
 /* The rail the shim's placement gives a new standby (-1: none up). */

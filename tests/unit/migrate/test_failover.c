@@ -487,6 +487,19 @@ Test(failover, a_lazy_backup_is_made_at_the_fence_and_replays_once_both_connect,
 	cr_assert_eq(nmade, 1);
 }
 
+/* A backup holds one send WR more than the program's QP: room for the
+ * READ that clears a reused QP's completer ahead of a full replay */
+Test(failover, a_backup_has_a_send_slot_to_spare, .init = setup_lazy,
+     .fini = teardown, .timeout = 20)
+{
+	post(1);
+	cr_assert_eq(primary_wc(1, IBV_WC_RETRY_EXC_ERR), 0, "hidden");
+	cr_assert_eq(nmade, 1, "the backup made at the fence");
+	cr_assert_eq(made_cap.max_send_wr, mq->cap.max_send_wr + 1);
+	cr_assert_eq(made_cap.max_recv_wr, mq->cap.max_recv_wr);
+	cr_assert(mq->bspare);
+}
+
 Test(failover, a_lazy_peer_connected_first_lets_the_replay_run_at_once,
      .init = setup_lazy, .fini = teardown, .timeout = 20)
 {
