@@ -83,20 +83,26 @@ gen_fo fo.carrier b fault_carrier 0 down
 [ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
 barrier fo.carrier.cleared 60
 
-# Peers found through the job's nodes (R2CC_PEERS), not through the IPv4
-# address in their GID: the way for InfiniBand and IPv6 GIDs, forced here
-# on RoCE (R2CC_PEER_BY_GID=0). Every QP's resolve asks the nodes in turn
-# (b's own node first for some: it knows no owner); all are protected and
-# move at the carrier fault.
-FO_ENV="R2CC_PEER_BY_GID=0 R2CC_PEERS=$(mgmt_ip a),$(mgmt_ip b)" \
-	gen_fo fo.nodes b fault_carrier 0 down
+# Peers found without the IPv4 address in their GID: the ways for
+# InfiniBand and IPv6 GIDs, forced here on RoCE (R2CC_PEER_BY_GID=0). On
+# b, every QP's resolve asks the job's nodes (R2CC_PEERS) in turn (b's
+# own node first for some: it knows no owner); on a, R2CC_NODE_MAP alone
+# names the node of b's rail-0 GID. All are protected and move at the
+# carrier fault.
+if [ "$NODE" = a ]; then
+	nodes="R2CC_NODE_MAP=::ffff:$(rail_ip b 0)=$(mgmt_ip b)"
+	said="R2CC_NODE_MAP: 1 of 1 GIDs' nodes with an address"
+else
+	nodes="R2CC_PEERS=$(mgmt_ip a),$(mgmt_ip b)"
+	said="the job's nodes: 2 of 2 with an address"
+fi
+FO_ENV="R2CC_PEER_BY_GID=0 $nodes" gen_fo fo.nodes b fault_carrier 0 down
 [ "$NODE" = b ] && { fault_clear 0; wait_port_active 0 30; }
 log=$LAB/$NODE.fo.nodes.log
-if grep -q "the job's nodes: 2 of 2 with an address" "$log" &&
-	! grep -q 'unprotected' "$log"; then
-	check pass fo.nodes.found "every QP's peer found through R2CC_PEERS"
+if grep -q "$said" "$log" && ! grep -q 'unprotected' "$log"; then
+	check pass fo.nodes.found "every QP's peer found (${nodes%%=*})"
 else
-	check fail fo.nodes.found "$(grep -E "job's nodes|unprotected|no owner" "$log" | head -3 | cut -c1-200)"
+	check fail fo.nodes.found "$(grep -E "job's nodes|NODE_MAP|unprotected|no owner" "$log" | head -3 | cut -c1-200)"
 fi
 barrier fo.nodes.cleared 60
 
