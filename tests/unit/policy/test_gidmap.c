@@ -79,7 +79,7 @@ Test(gidmap, bounds)
 	cr_assert_eq(r2cc_gidmap_parse(s, len + 256, NULL), -ENAMETOOLONG);
 	free(s);
 	/* 65537 entries are refused */
-	big = malloc((R2CC_GIDMAP_MAX + 1) * (per + 1));
+	big = malloc((R2CC_GIDMAP_MAX + 1) * (per + 1) + 16);
 	for (i = 0, len = 0; i <= R2CC_GIDMAP_MAX; i++)
 		len += (size_t)sprintf(big + len, "fe80::%zx=n,", i & 0xffff);
 	cr_assert_eq(r2cc_gidmap_parse(big, len, NULL), -E2BIG);

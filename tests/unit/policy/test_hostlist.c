@@ -81,7 +81,7 @@ Test(hostlist, syntax_errors)
 
 Test(hostlist, bounds)
 {
-	char name[R2CC_HOST_LEN + 2];
+	char name[R2CC_HOST_LEN + 8];
 	struct r2cc_hostlist h = { 0 };
 
 	/* 65536 names are taken, one more is not, nor a product past it */
