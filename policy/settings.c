@@ -174,8 +174,9 @@ const struct r2cc_setting r2cc_settings[R2CC_CONF_NR] = {
 		.def = "1", FIELD(peer_by_gid),
 		.brief = "find a peer's node by the address in its GID",
 		.doc = "Find a peer's node by the IPv4 address its RoCE GID "
-		       "carries, on the rendezvous port there. Off: by the "
-		       "job's nodes (*peers*) only, for fabrics where that "
+		       "carries, on the rendezvous port there. Off: as for a "
+		       "GID without one (*node_map*, the IPoIB neighbours, "
+		       "the job's nodes: *peers*), for fabrics where that "
 		       "address does not reach the node's r2cc.",
 	},
 	[R2CC_CONF_NODE_MAP] = {
