@@ -8,22 +8,10 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gidmap.h"
-
-static bool is_sep(char c)
-{
-	return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-static bool is_namechar(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-	       (c >= 'A' && c <= 'Z') || c == '.' || c == '-' || c == '_';
-}
 
 /* One "GID=HOST" of @len bytes into @e */
 static int entry(const char *s, size_t len, struct r2cc_gidmap_entry *e)
@@ -42,7 +30,7 @@ static int entry(const char *s, size_t len, struct r2cc_gidmap_entry *e)
 	if (!hlen || hlen > R2CC_HOST_LEN)
 		return hlen ? -ENAMETOOLONG : -EINVAL;
 	for (i = 0; i < hlen; i++)
-		if (!is_namechar(eq[1 + i]))
+		if (!r2cc_host_namechar(eq[1 + i]))
 			return -EINVAL;
 	memcpy(e->host, eq + 1, hlen);
 	e->host[hlen] = '\0';
@@ -66,9 +54,9 @@ int r2cc_gidmap_parse(const char *s, size_t len, struct r2cc_gidmap *out)
 	if (out)
 		*out = (struct r2cc_gidmap){ 0 };
 	while (!ret) {
-		while (p < end && is_sep(*p))
+		while (p < end && r2cc_host_sep(*p))
 			p++;
-		for (t = p; p < end && !is_sep(*p); p++)
+		for (t = p; p < end && !r2cc_host_sep(*p); p++)
 			;
 		if (p == t)
 			break;

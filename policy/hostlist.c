@@ -22,13 +22,13 @@ static bool is_digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-static bool is_namechar(char c)
+bool r2cc_host_namechar(char c)
 {
 	return is_digit(c) || (c >= 'a' && c <= 'z') ||
 	       (c >= 'A' && c <= 'Z') || c == '.' || c == '-' || c == '_';
 }
 
-static bool is_sep(char c)
+bool r2cc_host_sep(char c)
 {
 	return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
@@ -139,7 +139,7 @@ static int64_t token_count(const char *s, const char *end)
 		if (*p == ']')
 			return -EINVAL;
 		if (*p != '[') {
-			if (!is_namechar(*p))
+			if (!r2cc_host_namechar(*p))
 				return -EINVAL;
 			longest++;
 			continue;
@@ -167,12 +167,12 @@ static bool next_token(const char **s, const char *end, const char **ts,
 	const char *p = *s;
 	bool in = false;
 
-	while (p < end && is_sep(*p))
+	while (p < end && r2cc_host_sep(*p))
 		p++;
 	if (p == end)
 		return false;
 	*ts = p;
-	for (; p < end && (in || !is_sep(*p)); p++)
+	for (; p < end && (in || !r2cc_host_sep(*p)); p++)
 		if (*p == '[')
 			in = true;
 		else if (*p == ']')

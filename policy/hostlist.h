@@ -6,6 +6,7 @@
 #ifndef R2CC_HOSTLIST_H
 #define R2CC_HOSTLIST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,11 @@ int r2cc_hostlist_parse(const char *s, size_t len, struct r2cc_hostlist *out);
 int r2cc_hostlist_read(const char *path, struct r2cc_hostlist *out);
 
 void r2cc_hostlist_free(struct r2cc_hostlist *h);
+
+/* A byte of a host name ([A-Za-z0-9._-]); one that separates entries
+ * (',' or white space): the node list's and R2CC_NODE_MAP's */
+bool r2cc_host_namechar(char c);
+bool r2cc_host_sep(char c);
 
 /* The text of the list file @path (at most R2CC_HOSTFILE_MAX bytes), its
  * comments blanked, in a buffer to free(), *@len its bytes; NULL with
