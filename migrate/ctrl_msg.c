@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ctrl_msg.h"
+#include "lid.h"
 #include "policy.h"
 
 #define MASK24 0xffffffU
@@ -186,6 +187,7 @@ static void x_body(struct cur *c, struct r2cc_ctrl_msg *m)
 		x8(c, &m->qp_bind.mtu);
 		x8(c, &m->qp_bind.flags);
 		x_rsv(c, 1);
+		x16(c, &m->qp_bind.lid);
 		break;
 	case R2CC_CTRL_MR_KEYS:
 		x_mr_keys(c, m);
@@ -364,6 +366,7 @@ static bool body_ok(const struct r2cc_ctrl_msg *m)
 		       m->qp_bind.peer.qpn <= MASK24 &&
 		       m->qp_bind.backup.qpn <= MASK24 &&
 		       m->qp_bind.psn <= MASK24 && rail_ok(m->qp_bind.rail) &&
+		       m->qp_bind.lid <= R2CC_LID_UNICAST_MAX &&
 		       m->qp_bind.mtu >= 1 && m->qp_bind.mtu <= 5 &&
 		       !(m->qp_bind.flags &
 			 ~(R2CC_CTRL_BIND_PINNED | R2CC_CTRL_BIND_LAZY |

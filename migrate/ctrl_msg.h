@@ -35,6 +35,8 @@
  *                   rail u8 | mtu u8 (1..5, enum ibv_mtu) | flags u8
  *                   (bit 0: the rail is pinned, bit 1: lazy: the backup
  *                   is made at a failover, its qpn and psn are 0) | rsv u8
+ *                   | lid u16 (the backup's port's, InfiniBand: a unicast
+ *                   LID; RoCE: 0)
  *  5 MR_KEYS:       n u16 (<= 256) | rail u8 (< 16: the shadows') | rsv u8 |
  *                   n x (rkey u32 | backup rkey u32 | addr u64 | len u64),
  *                   addr + len no overflow
@@ -220,6 +222,7 @@ struct r2cc_ctrl_msg {
 		struct r2cc_ctrl_qp_bind {
 			struct r2cc_ctrl_qp_ref local, peer, backup;
 			uint32_t psn; /* the backup QP's first PSN */
+			uint16_t lid; /* the backup's port's (0: RoCE) */
 			uint8_t rail, mtu;
 			uint8_t flags; /* R2CC_CTRL_BIND_PINNED, _LAZY, _AGAIN,
 					* _ECHO */

@@ -95,6 +95,7 @@ static void sample(uint8_t type, bool full, struct r2cc_ctrl_msg *m)
 		m->qp_bind.rail = 15;
 		m->qp_bind.mtu = 5;
 		m->qp_bind.flags = R2CC_CTRL_BIND_PINNED;
+		m->qp_bind.lid = 0xbfff;
 		break;
 	case R2CC_CTRL_MR_KEYS:
 		m->mr_keys.n = n;
@@ -197,7 +198,7 @@ ParameterizedTestParameters(ctrl_msg, round_trip)
 		{ R2CC_CTRL_LOOKUP, false, 20 },
 		{ R2CC_CTRL_LOOKUP_REPLY, false, 36 + 2 * 20 },
 		{ R2CC_CTRL_LOOKUP_REPLY, true, 36 + 16 * 20 },
-		{ R2CC_CTRL_QP_BIND, false, 68 },
+		{ R2CC_CTRL_QP_BIND, false, 70 },
 		{ R2CC_CTRL_MR_KEYS, false, 4 + 3 * 24 },
 		{ R2CC_CTRL_MR_KEYS, true, 4 + 256 * 24 },
 		{ R2CC_CTRL_MR_INVALIDATE, false, 4 + 3 * 4 },
@@ -390,6 +391,10 @@ ParameterizedTestParameters(ctrl_msg, patched)
 		{ "bind flags", R2CC_CTRL_QP_BIND, B(66), 1, 16, -EBADMSG },
 		{ "bind lazy + qpn", R2CC_CTRL_QP_BIND, B(66), 1, 3, -EBADMSG },
 		{ "bind rsv", R2CC_CTRL_QP_BIND, B(67), 1, 0x80, -EBADMSG },
+		{ "bind lid multicast", R2CC_CTRL_QP_BIND, B(68), 2, 0xc000,
+		  -EBADMSG },
+		{ "bind lid permissive", R2CC_CTRL_QP_BIND, B(68), 2, 0xffff,
+		  -EBADMSG },
 		{ "mr n 257", R2CC_CTRL_MR_KEYS, B(0), 2, 257, -EBADMSG },
 		{ "mr n 65535", R2CC_CTRL_MR_KEYS, B(0), 2, 65535, -EBADMSG },
 		{ "mr n +1", R2CC_CTRL_MR_KEYS, B(0), 2, 4, -EBADMSG },
