@@ -57,6 +57,7 @@ static int send_bind(struct r2cc_mig_qp *mq, uint8_t flags)
 		m->qp_bind.backup.qpn = mq->bqp ? mq->bqp->qp_num : 0;
 		memcpy(m->qp_bind.backup.gid, mq->bgid, 16);
 		m->qp_bind.psn = mq->bqp ? mq->bpsn : 0;
+		m->qp_bind.lid = mq->blid;
 		m->qp_bind.rail = (uint8_t)mq->backup_rail;
 		m->qp_bind.mtu = (uint8_t)mq->attr.path_mtu;
 		m->qp_bind.flags =
@@ -405,6 +406,12 @@ static void bind_qp(struct r2cc_mig_qp *mq, uint64_t peer,
 				     "the peer's backup MTU is invalid");
 		return;
 	}
+	if (!mq->attr.ah_attr.is_global && !b->lid) {
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BIND,
+				     "routed by LID, the peer's backup has "
+				     "none");
+		return;
+	}
 	if (!mq->peer)
 		mq->peer = peer;
 	r2cc_mig_node_seen(mq->dest_gid, R2CC_NODE_R2CC);
@@ -472,7 +479,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		goto out;
 	}
 	if (!d) {
-		r2cc_dbg("QP %#x: no backup rail or no GRH: unprotected",
+		r2cc_dbg("QP %#x: no backup rail or no path: unprotected",
 			 mq->qpn);
 		r2cc_status_qp_unprot(mq->slot, R2CC_UNPROT_NO_RAIL);
 		r2cc_mig_stop_logging(mq);
@@ -486,14 +493,15 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		r2cc_mig_stop_logging(mq);
 		goto out;
 	}
-	memcpy(mq->dest_gid, d->attr->ah_attr.grh.dgid.raw, 16);
 	mq->rail = d->rail;
 	mq->backup_rail = d->backup_rail;
 	ret = r2cc_mtu_bytes(d->attr->path_mtu);
 	if (ret > 0)
-		ret = r2cc_mig_read_gids(mq, d);
+		ret = r2cc_mig_read_ends(mq, d);
+	if (!ret)
+		ret = r2cc_mig_read_standby(mq, d);
 	if (ret) {
-		r2cc_warn("QP %#x: no MTU/GID to protect it by: "
+		r2cc_warn("QP %#x: no MTU, GID or LID to protect it by: "
 			  "unprotected",
 			  mq->qpn);
 		r2cc_status_qp_unprot(mq->slot, R2CC_UNPROT_BIND);

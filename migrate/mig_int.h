@@ -188,6 +188,7 @@ struct r2cc_mig_qp {
 		uint32_t pqpn, ppsn;
 	} lz;
 	uint8_t bgid[16];
+	uint16_t blid; /* the backup's port's LID (0: RoCE) */
 	uint32_t bpsn; /* the backup's first send PSN */
 	enum ibv_mtu bmtu; /* the backup's path MTU (the lower of both) */
 	bool rts; /* the program's QP reached RTS (attr has its fields) */
@@ -324,6 +325,8 @@ struct r2cc_mig_state {
 	_Atomic bool untune;
 	/* A rail changed: QPs whose standby's rail is down want a new one */
 	_Atomic bool rebind;
+	/* Each rail's port's LID as its last event said (0: none said) */
+	_Atomic uint16_t rail_lid[R2CC_HEALTH_RAILS];
 	/* QPs fenced, their move neither done nor given up */
 	_Atomic unsigned int waiting;
 	/* A QP_BIND went out: the tick looks for unanswered ones (at most

@@ -40,6 +40,9 @@ struct r2cc_mig_verbs {
 			 union ibv_gid *gid);
 	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 			struct ibv_qp_init_attr *init);
+	/* Ports' LIDs (NULL: QPs routed by LID run unprotected) */
+	int (*query_port)(struct ibv_context *ctx, uint8_t port,
+			  struct ibv_port_attr *attr);
 	/* Completion channels of the backups' CQs (NULL: none; a program
 	 * sleeping on its channel then wakes only at its own timeout). */
 	struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *);
@@ -265,5 +268,10 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause);
 /* @rail came up (the health thread): QPs waiting for a standby rail may
  * get one now. */
 void r2cc_mig_rail_up(int rail);
+/* @rail's port has LID @lid now (InfiniBand: the subnet manager swept
+ * again; the shim's port events): QPs whose standby sits there with
+ * another get a new standby there, bound to the peer again with it (the
+ * channel's next tick). */
+void r2cc_mig_rail_lid(int rail, uint16_t lid);
 
 #endif /* R2CC_MIGRATE_PROTECT_H */

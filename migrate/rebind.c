@@ -4,7 +4,9 @@
  * on the channel's next tick the QP gets a new standby on another rail up
  * (placement as at its RTR), bound to the peer again (QP_BIND with
  * R2CC_CTRL_BIND_AGAIN: the peer's follows, bind.c). With no rail up for
- * one, the QP runs unprotected, still logged, until a rail comes up.
+ * one, the QP runs unprotected, still logged, until a rail comes up. A
+ * standby whose port's LID changed (InfiniBand) is remade on its rail and
+ * bound again the same way: the peer's path to it is by the old LID.
  */
 #include <errno.h>
 #include <string.h>
@@ -31,9 +33,26 @@ static bool lost_standby(const struct r2cc_mig_qp *mq)
 	       r2cc_health_get(mq->backup_rail).state == R2CC_RAIL_DOWN;
 }
 
+/* Does @mq run on its own QP with a standby whose port's LID changed
+ * (mq lock)? */
+static bool moved_lid(const struct r2cc_mig_qp *mq)
+{
+	uint32_t st = r2cc_mig_state(mq);
+	uint16_t lid;
+
+	if (mq->life != R2CC_LIFE_RUN || mq->on_backup || !mq->peer ||
+	    mq->srq || !mq->blid || mq->backup_rail < 0 ||
+	    mq->backup_rail >= R2CC_HEALTH_RAILS ||
+	    (st != R2CC_PROT_READY && st != R2CC_PROT_BINDING))
+		return false;
+	lid = atomic_load(&ps.rail_lid[mq->backup_rail]);
+	return lid && lid != mq->blid;
+}
+
 /* @mq's standby goes to @d's rail and is bound again (ps.lock and mq
  * lock held). */
-static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
+static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d,
+		   const char *why)
 {
 	int old = mq->backup_rail, ret;
 
@@ -54,9 +73,9 @@ static void rebind(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 		return;
 	}
 	r2cc_mig_event_standby(mq, old, d->backup_rail);
-	r2cc_info("QP %#x: its standby's rail %d is down: a new standby on "
+	r2cc_info("QP %#x: its standby's rail %d %s: a new standby on "
 		  "rail %d, bound again",
-		  mq->qpn, old, d->backup_rail);
+		  mq->qpn, old, why, d->backup_rail);
 }
 
 /* Waiting for a standby rail (lost_standby() found none up), and its
@@ -80,6 +99,24 @@ static void no_rail(struct r2cc_mig_qp *mq)
 		  "is up for one: unprotected until one is",
 		  mq->qpn, mq->backup_rail);
 	r2cc_mig_set_none(mq, R2CC_UNPROT_NO_RAIL);
+}
+
+/* @mq's standby remade on its rail, its port's new LID sent (ps.lock and
+ * mq lock held). Binding already: its bind goes again with it. */
+static void new_lid(struct r2cc_mig_qp *mq)
+{
+	struct r2cc_mig_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.backup_rail = mq->backup_rail;
+	if (!ps.env.rail_res || ps.env.rail_res(mq->pd, d.backup_rail,
+						&d.backup_ctx, &d.backup_pd)) {
+		r2cc_mig_unprotected(mq, R2CC_UNPROT_BIND,
+				     "its standby's port has a new LID and "
+				     "its rail is gone");
+		return;
+	}
+	rebind(mq, &d, "has a new LID");
 }
 
 void r2cc_mig_rebind_sweep(void)
@@ -110,6 +147,8 @@ void r2cc_mig_rebind_sweep(void)
 			lost[n++] = mq;
 		} else if (lost_standby(mq)) {
 			atomic_store(&ps.rebind, true); /* the next tick */
+		} else if (moved_lid(mq)) {
+			new_lid(mq);
 		}
 		pthread_mutex_unlock(&mq->lock);
 	}
@@ -135,7 +174,7 @@ void r2cc_mig_rebind_sweep(void)
 			 d.backup_rail == lost[i]->rail)
 			no_rail(lost[i]);
 		else
-			rebind(lost[i], &d);
+			rebind(lost[i], &d, "is down");
 		pthread_mutex_unlock(&lost[i]->lock);
 		pthread_mutex_unlock(&ps.lock);
 	}
@@ -146,4 +185,12 @@ void r2cc_mig_rebind_check(const struct r2cc_mig_qp *mq)
 	if (mq->backup_rail >= 0 &&
 	    r2cc_health_get(mq->backup_rail).state == R2CC_RAIL_DOWN)
 		atomic_store(&ps.rebind, true);
+}
+
+void r2cc_mig_rail_lid(int rail, uint16_t lid)
+{
+	if (rail < 0 || rail >= R2CC_HEALTH_RAILS ||
+	    atomic_exchange(&ps.rail_lid[rail], lid) == lid)
+		return;
+	atomic_store(&ps.rebind, true);
 }

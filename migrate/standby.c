@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "chan.h"
+#include "lid.h"
 #include "mig_int.h"
 #include "standby.h"
 #include "wake.h"
@@ -38,6 +39,8 @@ uint8_t r2cc_mig_rnr_timer(uint8_t prog)
 static int backup_rtr(struct r2cc_mig_qp *mq)
 {
 	const struct r2cc_ctrl_qp_bind *b = &mq->peer_bind;
+	const struct r2cc_lid_peer peer = { .gid = b->backup.gid,
+					    .lid = b->lid };
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
@@ -49,12 +52,7 @@ static int backup_rtr(struct r2cc_mig_qp *mq)
 	a.rq_psn = b->psn;
 	a.max_dest_rd_atomic = mq->attr.max_dest_rd_atomic;
 	a.min_rnr_timer = r2cc_mig_rnr_timer(mq->attr.min_rnr_timer);
-	a.ah_attr = mq->attr.ah_attr;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	memcpy(a.ah_attr.grh.dgid.raw, b->backup.gid, 16);
-	if (!a.ah_attr.grh.hop_limit)
-		a.ah_attr.grh.hop_limit = 64;
+	r2cc_lid_standby_av(&a.ah_attr, &mq->attr.ah_attr, mq->bgid, &peer);
 	return ps.v.modify_qp(mq->bqp, &a,
 			      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -195,18 +193,60 @@ void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq)
 		atomic_store(&mq->slot->backup_qpn, 0);
 }
 
-/* Our GIDs: the program's, and the backup's at the same index (RoCE v2
- * over IPv4 sits at the same index on every rail of a node). */
-int r2cc_mig_read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
+/* @port of @ctx: its GID 0 and LID, LMC (0 on RoCE). */
+static int port_addr(struct ibv_context *ctx, uint8_t port, union ibv_gid *g0,
+		     uint16_t *lid, uint8_t *lmc)
+{
+	struct ibv_port_attr pa;
+
+	memset(&pa, 0, sizeof(pa));
+	if (!ps.v.query_port || ps.v.query_port(ctx, port, &pa) ||
+	    ps.v.query_gid(ctx, port, 0, g0))
+		return -EIO;
+	*lid = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : pa.lid;
+	*lmc = pa.lmc;
+	return 0;
+}
+
+int r2cc_mig_read_ends(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
 	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
-	union ibv_gid g, bg;
+	uint8_t port = ah->port_num ? ah->port_num : 1, lmc;
+	union ibv_gid g;
+	uint16_t lid;
 
-	if (ps.v.query_gid(mq->qp->context, ah->port_num ? ah->port_num : 1,
-			   ah->grh.sgid_index, &g) ||
-	    ps.v.query_gid(d->backup_ctx, 1, ah->grh.sgid_index, &bg))
+	if (ah->is_global) {
+		if (ps.v.query_gid(mq->qp->context, port, ah->grh.sgid_index,
+				   &g))
+			return -EIO;
+		memcpy(mq->gid, g.raw, 16);
+		memcpy(mq->dest_gid, ah->grh.dgid.raw, 16);
+		return 0;
+	}
+	if (port_addr(mq->qp->context, port, &g, &lid, &lmc) ||
+	    r2cc_lid_key(g.raw, lid, lmc, mq->gid) ||
+	    r2cc_lid_key(g.raw, ah->dlid, lmc, mq->dest_gid))
 		return -EIO;
-	memcpy(mq->gid, g.raw, 16);
+	return 0;
+}
+
+int r2cc_mig_read_standby(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
+{
+	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
+	union ibv_gid g0, bg;
+	uint8_t lmc;
+
+	if (port_addr(d->backup_ctx, 1, &g0, &mq->blid, &lmc))
+		mq->blid = 0;
+	if (!ah->is_global) {
+		if (!mq->blid)
+			return -EIO; /* no path to it by LID */
+		memcpy(mq->bgid, g0.raw, 16);
+		return 0;
+	}
+	/* RoCE v2 over IPv4 sits at the same index on every rail */
+	if (ps.v.query_gid(d->backup_ctx, 1, ah->grh.sgid_index, &bg))
+		return -EIO;
 	memcpy(mq->bgid, bg.raw, 16);
 	return 0;
 }
@@ -321,7 +361,7 @@ int r2cc_mig_backup_move(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)
 	r2cc_mig_backup_drop(mq);
 	d->attr = &mq->attr;
 	d->rail = mq->rail;
-	ret = r2cc_mig_read_gids(mq, d);
+	ret = r2cc_mig_read_standby(mq, d);
 	if (!ret && had)
 		ret = r2cc_mig_backup_new(mq, d, true);
 	else if (!ret)

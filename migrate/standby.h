@@ -41,9 +41,15 @@ void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
  * our receives at every move, and rdma_cm leaves 0, the longest (655 ms
  * a NAK). Any mq lock. */
 uint8_t r2cc_mig_rnr_timer(uint8_t prog);
-/* Our GIDs into @mq: the program's, and the standby's at the same index
- * (RoCE v2 over IPv4 sits at the same index on every rail of a node). */
-int r2cc_mig_read_gids(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+/* What both ends name @mq's by, into its gid and dest_gid (read once, at
+ * its protection): their GIDs, or their LID keys (lid.h) when @d's path
+ * is by LID. 0, or -EIO. */
+int r2cc_mig_read_ends(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
+/* The standby's address on @d's rail, into bgid and blid (0 on RoCE): its
+ * GID at the program's index, or by LID its port's GID 0 and LID. 0, or
+ * -EIO (by LID: no LID). */
+int r2cc_mig_read_standby(struct r2cc_mig_qp *mq,
+			  const struct r2cc_mig_desc *d);
 /* The completion channel of the standbys' CQs on @d's rail, made with the
  * first when @make (ps.lock held; no mq lock needed). NULL: none. */
 struct ibv_comp_channel *r2cc_mig_ring_channel(const struct r2cc_mig_desc *d,

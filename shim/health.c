@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * health.c - the shim's side of rail health: r2cc's private context on
- * every rail hands its async events (port up/down) to policy/'s monitor,
+ * every rail hands its async events (port up/down; on InfiniBand the
+ * port's LID as the subnet manager sets it) to policy/'s monitor,
  * which also watches the rails' netdev carrier. Changes are logged; the
  * failover engine acts on them (migrate/: a rail down or up).
  */
@@ -12,6 +13,26 @@
 #include <time.h>
 
 #include "shim_int.h"
+
+/* InfiniBand: the subnet manager changed @rail's port (its LID, or the
+ * SM itself, or asked for registrations again): standbys there whose LID
+ * is not the port's any more are bound again (migrate/rebind.c). */
+static void port_changed(int rail, struct ibv_context *ctx,
+			 enum ibv_event_type what)
+{
+	struct ibv_port_attr pa;
+
+	if (ibv_query_port(ctx, 1, &pa)) {
+		r2cc_warn("rail %d: %s, and its port answers no query", rail,
+			  ibv_event_type_str(what));
+		return;
+	}
+	if (pa.link_layer == IBV_LINK_LAYER_ETHERNET)
+		return;
+	r2cc_info("rail %d: %s: LID %#x, SM LID %#x", rail,
+		  ibv_event_type_str(what), pa.lid, pa.sm_lid);
+	r2cc_mig_rail_lid(rail, pa.lid);
+}
 
 /* Drain a private context's async events (its fd is non-blocking). */
 static void on_async(int fd, void *arg)
@@ -32,6 +53,10 @@ static void on_async(int fd, void *arg)
 		else if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
 			r2cc_health_report(rail, R2CC_RAIL_DOWN,
 					   R2CC_CAUSE_PORT_EVENT);
+		else if (ev.event_type == IBV_EVENT_LID_CHANGE ||
+			 ev.event_type == IBV_EVENT_SM_CHANGE ||
+			 ev.event_type == IBV_EVENT_CLIENT_REREGISTER)
+			port_changed(rail, ctx, ev.event_type);
 		else if (ev.event_type == IBV_EVENT_CQ_ERR)
 			/* A backup's CQ overran: the provider dropped a
 			 * completion (a program would hang on it) */

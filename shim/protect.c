@@ -8,26 +8,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lid.h"
 #include "protect.h"
 #include "shim_int.h"
 
-/* The local device with GID @gid on port 1 (first 16 indices). */
+/* Is @key (a GID, or a LID key: migrate/lid.h) port 1 of @ctx's? */
+static bool port_is(struct ibv_context *ctx, const uint8_t key[16])
+{
+	struct ibv_port_attr pa;
+	union ibv_gid g;
+	int i;
+
+	if (r2cc_lid_of_key(key, NULL))
+		return !ibv_query_port(ctx, 1, &pa) &&
+		       pa.link_layer != IBV_LINK_LAYER_ETHERNET &&
+		       !ibv_query_gid(ctx, 1, 0, &g) &&
+		       r2cc_lid_key_is_port(key, g.raw, pa.lid, pa.lmc);
+	for (i = 0; i < 16; i++)
+		if (!ibv_query_gid(ctx, 1, i, &g) && !memcmp(g.raw, key, 16))
+			return true;
+	return false;
+}
+
+/* The local device whose port 1 is @gid (one of its first 16 GIDs, or
+ * its LID key). */
 static int dev_of_gid(const uint8_t gid[16], char *dev, size_t len)
 {
-	int r, i;
+	int r;
 
 	for (r = 0; r < r2cc_shim.nrail; r++) {
 		struct ibv_context *ctx = r2cc_rail_ctx(r);
-		union ibv_gid g;
 
-		for (i = 0; ctx && i < 16; i++) {
-			if (ibv_query_gid(ctx, 1, i, &g) ||
-			    memcmp(g.raw, gid, 16))
-				continue;
-			snprintf(dev, len, "%s",
-				 ibv_get_device_name(r2cc_shim.dev[r].dev));
-			return 0;
-		}
+		if (!ctx || !port_is(ctx, gid))
+			continue;
+		snprintf(dev, len, "%s",
+			 ibv_get_device_name(r2cc_shim.dev[r].dev));
+		return 0;
 	}
 	return -ENOENT;
 }
@@ -146,6 +162,12 @@ static int mig_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 
 static int standby_rail(struct ibv_qp *qp, struct r2cc_mig_desc *d);
 
+static int query_port(struct ibv_context *ctx, uint8_t port,
+		      struct ibv_port_attr *attr)
+{
+	return ibv_query_port(ctx, port, attr); /* libibverbs' inline */
+}
+
 void r2cc_shim_protect_start(void)
 {
 	const struct r2cc_mig_env env = { .dev_of_gid = dev_of_gid,
@@ -162,6 +184,7 @@ void r2cc_shim_protect_start(void)
 		.destroy_qp = r2cc_real.ibv_destroy_qp,
 		.query_gid = ibv_query_gid, /* not hooked: libibverbs' own */
 		.query_qp = mig_query_qp,
+		.query_port = query_port,
 		.create_comp_channel = r2cc_real.ibv_create_comp_channel,
 		.destroy_comp_channel = r2cc_real.ibv_destroy_comp_channel,
 		.get_cq_event = r2cc_real.ibv_get_cq_event,
@@ -224,13 +247,35 @@ static int pd_locate(const struct r2cc_pd *p, struct r2cc_mem_loc *loc)
  * its memory, then a hash both ends compute alike. Both ends decide alone;
  * migrate/ makes them agree (the end with the lower GID and QPN wins).
  */
+/* @q's two ends as both name them: GIDs, or LID keys (routed by LID). */
+static int ends_of(const struct r2cc_qp *q, uint8_t src[16], uint8_t dst[16])
+{
+	const struct ibv_ah_attr *ah = &q->attr.ah_attr;
+	uint8_t port = ah->port_num ? ah->port_num : 1;
+	struct ibv_port_attr pa;
+	union ibv_gid g;
+
+	if (ah->is_global) {
+		if (ibv_query_gid(q->qp->context, port, ah->grh.sgid_index, &g))
+			return -EIO;
+		memcpy(src, g.raw, 16);
+		memcpy(dst, ah->grh.dgid.raw, 16);
+		return 0;
+	}
+	if (ibv_query_port(q->qp->context, port, &pa) ||
+	    ibv_query_gid(q->qp->context, port, 0, &g) ||
+	    r2cc_lid_key(g.raw, pa.lid, pa.lmc, src) ||
+	    r2cc_lid_key(g.raw, ah->dlid, pa.lmc, dst))
+		return -EIO;
+	return 0;
+}
+
 static int backup_rail(const struct r2cc_pd *p, const struct r2cc_qp *q)
 {
 	struct r2cc_place_rail rails[R2CC_MAX_RAILS];
 	uint32_t load[R2CC_MAX_RAILS] = { 0 };
-	const struct ibv_ah_attr *ah = &q->attr.ah_attr;
 	struct r2cc_mem_loc loc, *lp = NULL;
-	union ibv_gid gid;
+	uint8_t src[16], dst[16];
 	uint64_t salt = 0;
 	int r, n = 0;
 
@@ -246,10 +291,8 @@ static int backup_rail(const struct r2cc_pd *p, const struct r2cc_qp *q)
 			      r2cc_health_get(r).state != R2CC_RAIL_DOWN;
 		rails[n++].backups = load[r];
 	}
-	if (!ibv_query_gid(q->qp->context, ah->port_num ? ah->port_num : 1,
-			   ah->grh.sgid_index, &gid))
-		salt = r2cc_place_salt(gid.raw, q->qpn, ah->grh.dgid.raw,
-				       q->attr.dest_qp_num);
+	if (!ends_of(q, src, dst))
+		salt = r2cc_place_salt(src, q->qpn, dst, q->attr.dest_qp_num);
 	if (!pd_locate(p, &loc))
 		lp = &loc;
 	return r2cc_place_choose(rails, n, q->rail, lp, salt);
@@ -324,9 +367,7 @@ void r2cc_qp_rtr(struct r2cc_qp *q)
 	p = r2cc_lookup(q->qp->pd, R2CC_OBJ_PD);
 	memset(&d, 0, sizeof(d));
 	d.backup_rail =
-		p && (q->attr_mask & IBV_QP_AV) && q->attr.ah_attr.is_global ?
-			backup_rail(p, q) :
-			-1;
+		p && (q->attr_mask & IBV_QP_AV) ? backup_rail(p, q) : -1;
 	if (d.backup_rail < 0) {
 		r2cc_mig_protect(q->mig, NULL); /* unprotected */
 		errno = saved;

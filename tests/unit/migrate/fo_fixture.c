@@ -92,6 +92,10 @@ int f_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		f->rnr_retry = a->rnr_retry;
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		f->min_rnr_timer = a->min_rnr_timer;
+	if (mask & IBV_QP_AV)
+		f->ah = a->ah_attr;
+	if (mask & IBV_QP_DEST_QPN)
+		f->dest_qpn = a->dest_qp_num;
 	f->nmodify++;
 	return 0;
 }
@@ -183,13 +187,42 @@ struct ibv_srq *f_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
 struct r2cc_mig_cq *mc;
 struct r2cc_mig_qp *mq;
 
+struct fo_port fo_ports[FO_PORTS];
+
+static struct fo_port *port_of(struct ibv_context *c, uint8_t port)
+{
+	int i;
+
+	for (i = 0; i < FO_PORTS; i++)
+		if (fo_ports[i].ctx == c && port == 1)
+			return &fo_ports[i];
+	return NULL;
+}
+
+/* A context of fo_ports: its GID 0 as recorded; any other: index i's
+ * GID is ::i */
 static int f_query_gid(struct ibv_context *c, uint8_t port, int index,
 		       union ibv_gid *gid)
 {
-	(void)c;
-	(void)port;
+	const struct fo_port *p = port_of(c, port);
+
 	memset(gid, 0, sizeof(*gid));
-	gid->raw[15] = (uint8_t)index;
+	if (p && !index)
+		memcpy(gid->raw, p->gid0, 16);
+	else
+		gid->raw[15] = (uint8_t)index;
+	return 0;
+}
+
+/* A context of fo_ports: as recorded; any other: no answer */
+static int f_query_port(struct ibv_context *c, uint8_t port,
+			struct ibv_port_attr *attr)
+{
+	const struct fo_port *p = port_of(c, port);
+
+	if (!p)
+		return ENODEV;
+	*attr = p->attr;
 	return 0;
 }
 
@@ -314,6 +347,7 @@ void start(void)
 		.create_srq = f_create_srq,
 		.destroy_srq = (int (*)(struct ibv_srq *))f_destroy,
 		.query_gid = f_query_gid,
+		.query_port = f_query_port,
 	};
 	static const struct r2cc_mig_env env = { .dev_of_gid = f_dev_of_gid,
 						 .lkey_xlate = f_lkey_xlate,
@@ -326,6 +360,7 @@ void start(void)
 	FILE *f;
 
 	fo_standby_hook = NULL;
+	memset(fo_ports, 0, sizeof(fo_ports));
 	snprintf(secret, sizeof(secret), "/tmp/r2cc-test-fo.%d", getpid());
 	f = fopen(secret, "w");
 	cr_assert(f);
@@ -384,6 +419,7 @@ void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 	a.sq_psn = 0x500;
 	a.timeout = FO_TIMEOUT;
 	a.retry_cnt = a.rnr_retry = 7;
+	a.ah_attr.is_global = 1; /* RoCE's: a GRH (test_lid.c: none) */
 	cr_assert_eq(r2cc_mig_rts(mq, &a), 0);
 }
 

@@ -35,6 +35,8 @@ struct fake_qp {
 	uint32_t last_rkey; /* of the last RDMA WR posted */
 	uint8_t timeout, retry_cnt, rnr_retry; /* as the last modify set */
 	uint8_t min_rnr_timer; /* as the last RTR set it */
+	struct ibv_ah_attr ah; /* as the last modify with an AV set it */
+	uint32_t dest_qpn; /* as the last RTR set it */
 	int nmodify; /* modify_qp calls that succeeded */
 	_Atomic bool draining; /* in SQD: its send queue not drained yet */
 	bool no_sqd; /* a provider that takes no QP to SQD */
@@ -53,6 +55,16 @@ struct fake_srq {
 };
 
 extern struct ibv_context ctx; /* the fakes' context (their ops) */
+/* Ports the fakes' verbs answer queries of (port 1 of each ctx): none
+ * unless a test sets them (start() clears them); other contexts have no
+ * port attributes and GID i is ::i */
+#define FO_PORTS 2
+struct fo_port {
+	struct ibv_context *ctx;
+	struct ibv_port_attr attr;
+	uint8_t gid0[16];
+};
+extern struct fo_port fo_ports[FO_PORTS];
 extern struct fake_qp prim, back; /* the program's QP and its backup */
 extern struct fake_cq bcq; /* the backup's CQ */
 extern struct fake_srq psrq, bsrq;
