@@ -21,6 +21,7 @@
 
 #include "chan_hosts.h"
 #include "gidmap.h"
+#include "lid.h"
 #include "hostlist.h"
 
 #define GID_NODES_MAX 65536 /* GIDs remembered; past it, not kept */
@@ -43,7 +44,8 @@ static struct {
 	uint8_t (*addr)[4];
 	unsigned int nmap; /* the map's GIDs with an address, once READY */
 	struct mapped {
-		uint8_t gid[16], addr[4];
+		struct r2cc_gidmap_port port;
+		uint8_t addr[4];
 	} * map;
 } hs = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -141,7 +143,7 @@ static void resolve_map(struct hosts_job *j)
 	for (i = 0; j->map && i < m.n; i++) {
 		/* (the last entry of a GID says: looked up from the end) */
 		if (!host_addr(m.v[i].host, j->map[j->nmap].addr)) {
-			memcpy(j->map[j->nmap++].gid, m.v[i].gid, 16);
+			j->map[j->nmap++].port = m.v[i].port;
 			continue;
 		}
 		if (!bad++)
@@ -237,13 +239,15 @@ void chan_hosts_addr(unsigned int i, uint8_t out[4])
 
 int chan_hosts_mapped(const uint8_t gid[16], uint8_t out[4])
 {
+	uint16_t lid = 0;
 	unsigned int i;
 	int ret;
 
+	r2cc_lid_of_key(gid, &lid);
 	pthread_mutex_lock(&hs.lock);
 	ret = hs.st == HOSTS_READY ? -ENOENT : hs.map_spec ? -EAGAIN : -ENOENT;
 	for (i = hs.nmap; hs.st == HOSTS_READY && i-- > 0;)
-		if (!memcmp(hs.map[i].gid, gid, 16)) {
+		if (r2cc_gidmap_match(&hs.map[i].port, gid, lid)) {
 			memcpy(out, hs.map[i].addr, 4);
 			ret = 0;
 			break;

@@ -1,19 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gidmap.c - R2CC_NODE_MAP: the node of each peer GID, written down by
- * the operator ("fe80::c42:a103:6e:2a10=gpu017", entries separated by
- * commas or white space, or a file of them), for fabrics where neither
+ * the operator ("fe80::c42:a103:6e:2a10=gpu017", or by a LID-routed
+ * peer's LID "lid:0x1b=gpu017"; entries separated by commas or white
+ * space, or a file of them), for fabrics where neither
  * the GID nor the IPoIB neighbours name the peer's node. Outside input:
  * every entry checked.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gidmap.h"
 
-/* One "GID=HOST" of @len bytes into @e */
+/* A unicast LID, decimal or 0x hex, the whole of @s */
+static int lid_of(const char *s, uint16_t *lid)
+{
+	unsigned long v;
+	char *end;
+
+	if (!isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 0);
+	if (errno || *end || !v || v > R2CC_GIDMAP_LID_MAX)
+		return -EINVAL;
+	*lid = (uint16_t)v;
+	return 0;
+}
+
+/* One "GID=HOST" or "lid:LID=HOST" of @len bytes into @e */
 static int entry(const char *s, size_t len, struct r2cc_gidmap_entry *e)
 {
 	const char *eq = memchr(s, '=', len);
@@ -24,8 +43,13 @@ static int entry(const char *s, size_t len, struct r2cc_gidmap_entry *e)
 		return -EINVAL;
 	memcpy(g, s, glen);
 	g[glen] = '\0';
-	if (inet_pton(AF_INET6, g, e->gid) != 1)
+	memset(e, 0, sizeof(*e));
+	if (!strncasecmp(g, "lid:", 4)) {
+		if (lid_of(g + 4, &e->port.lid))
+			return -EINVAL;
+	} else if (inet_pton(AF_INET6, g, e->port.gid) != 1) {
 		return -EINVAL;
+	}
 	hlen = len - glen - 1;
 	if (!hlen || hlen > R2CC_HOST_LEN)
 		return hlen ? -ENAMETOOLONG : -EINVAL;
@@ -99,12 +123,19 @@ int r2cc_gidmap_read(const char *path, struct r2cc_gidmap *out)
 	return ret;
 }
 
-const char *r2cc_gidmap_find(const struct r2cc_gidmap *m, const uint8_t gid[16])
+bool r2cc_gidmap_match(const struct r2cc_gidmap_port *p, const uint8_t gid[16],
+		       uint16_t lid)
+{
+	return p->lid ? p->lid == lid : !memcmp(p->gid, gid, 16);
+}
+
+const char *r2cc_gidmap_find(const struct r2cc_gidmap *m, const uint8_t gid[16],
+			     uint16_t lid)
 {
 	unsigned int i;
 
 	for (i = m->n; i-- > 0;) /* the last entry for a GID says */
-		if (!memcmp(m->v[i].gid, gid, 16))
+		if (r2cc_gidmap_match(&m->v[i].port, gid, lid))
 			return m->v[i].host;
 	return NULL;
 }

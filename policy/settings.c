@@ -181,16 +181,19 @@ const struct r2cc_setting r2cc_settings[R2CC_CONF_NR] = {
 	},
 	[R2CC_CONF_NODE_MAP] = {
 		"R2CC_NODE_MAP", R2CC_KIND_GIDMAP,
-		.accepted = "GID=HOST entries (the GID as IPv6 text, HOST a "
-			    "name or IPv4 address) separated by commas or "
-			    "white space, at most 65536, 4095 bytes in all; or "
-			    "the absolute path of a file of them",
+		.accepted = "GID=HOST or lid:LID=HOST entries (the GID as "
+			    "IPv6 text, the LID a unicast one, HOST a name or "
+			    "IPv4 address) separated by commas or white space, "
+			    "at most 65536, 4095 bytes in all; or the absolute "
+			    "path of a file of them",
 		FIELD(node_map),
 		.brief = "the node of each peer GID, written down",
 		.doc = "The node of each peer GID, for a peer whose GID "
 		       "carries no IPv4 address (or with *peer_by_gid* off): "
 		       "`GID=HOST' entries (`fe80::c42:a103:6e:2a10=gpu017'; "
-		       "HOST a name or an IPv4 address) separated by commas "
+		       "HOST a name or an IPv4 address), and for peers "
+		       "routed by LID (InfiniBand, no GRH) `lid:LID=HOST' "
+		       "entries (`lid:0x1b=gpu017'), separated by commas "
 		       "or white space, or the absolute path of a file of "
 		       "them ('#' starts a comment). The node it names is "
 		       "asked first, before the IPoIB neighbours' and the "

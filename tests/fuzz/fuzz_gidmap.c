@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    strspn(m.v[i].host,
 			   "abcdefghijklmnopqrstuvwxyz"
 			   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len ||
-		    !r2cc_gidmap_find(&m, m.v[i].gid))
+		    !r2cc_gidmap_find(&m, m.v[i].port.gid, m.v[i].port.lid) ||
+		    m.v[i].port.lid > R2CC_GIDMAP_LID_MAX)
 			__builtin_trap();
 	}
 	if (k > 0)

@@ -4,7 +4,8 @@
  * a GID that carries no IPv4 address (InfiniBand, RoCE over IPv6) is
  * asked of R2CC_PEERS' nodes in turn, a node that knows no owner passed
  * over, and the node that answered is asked first for the GID's next
- * QP; the node R2CC_NODE_MAP names is asked before them; with
+ * QP; the node R2CC_NODE_MAP names (by GID, or by LID for a QP routed
+ * by LID) is asked before them; with
  * R2CC_PEER_BY_GID off an IPv4 GID goes the same way; with no
  * node list, or no node knowing the owner, the resolve ends at once.
  */
@@ -20,6 +21,7 @@
 #include "chan_fixture.h"
 #include "chan_hosts.h"
 #include "chan_int.h"
+#include "lid.h"
 
 /* A node's rendezvous on 127.0.0.2 that knows no owner: it answers each
  * LOOKUP (its seq kept) with found 0, counting them. */
@@ -138,6 +140,32 @@ Test(chan_hosts, the_node_map_is_asked_first, .timeout = 30)
 	/* the sweep alone would ask the ownerless node first */
 	snprintf(map, sizeof(map), "fe80::c42:a103:6e:2a%02x=localhost",
 		 q.gid[15]);
+	ownerless_start(&o);
+	start_nodes(&hooks, "127.0.0.2,127.0.0.1", map, true);
+	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);
+	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
+	cr_assert_eq(got_peer, r2cc_chan_self(), "how %d", got_how);
+	cr_assert_eq(o.asked, 0, "a node asked before the map's");
+	r2cc_chan_stop();
+	ownerless_stop(&o);
+}
+
+/* A QP routed by LID (lid.h's key): the map's "lid:" entry names its
+ * node, asked before the sweep's first (the ownerless node) */
+Test(chan_hosts, the_node_map_names_a_port_by_its_lid, .timeout = 30)
+{
+	static const uint8_t g0[16] = { 0xfe, 0x80 };
+	struct r2cc_ctrl_qp_ref q = { .qpn = 7 };
+	struct ownerless o;
+	uint16_t lid;
+	char map[64];
+
+	for (lid = 1;; lid++) {
+		cr_assert_eq(r2cc_lid_key(g0, lid, 0, q.gid), 0);
+		if (chan_gid_hash(q.gid) % 2 == 0)
+			break;
+	}
+	snprintf(map, sizeof(map), "lid:%#x=localhost", lid);
 	ownerless_start(&o);
 	start_nodes(&hooks, "127.0.0.2,127.0.0.1", map, true);
 	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);

@@ -127,7 +127,7 @@ static const char *const accepted[R2CC_CONF_NR] = {
 	[R2CC_CONF_CTRL_IF] = "a network interface name of 1-15",
 	[R2CC_CONF_PEERS] = "names or IPv4 addresses separated by commas",
 	[R2CC_CONF_PEER_BY_GID] = "1, 0, yes, no, true, false, on, off",
-	[R2CC_CONF_NODE_MAP] = "GID=HOST entries",
+	[R2CC_CONF_NODE_MAP] = "GID=HOST or lid:LID=HOST entries",
 	[R2CC_CONF_SECRET_FILE] = "an absolute path",
 	[R2CC_CONF_STATS] = "an absolute path",
 	[R2CC_CONF_CONFIG] = "a file path",

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_gidmap.c - R2CC_NODE_MAP read (r2cc_gidmap_parse(), _read(),
- * _find()): GIDs in any IPv6 form, names and addresses, the last entry
- * of a GID saying; every malformed entry and bound refused whole.
+ * _find()): GIDs in any IPv6 form, LIDs, names and addresses, the last
+ * entry of a port saying; every malformed entry and bound refused whole.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -29,11 +29,27 @@ Test(gidmap, entries_in_any_ipv6_form)
 
 	cr_assert_eq(r2cc_gidmap_parse(s, strlen(s), NULL), 2);
 	cr_assert_eq(r2cc_gidmap_parse(s, strlen(s), &m), 2);
-	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_a), "gpu017");
-	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_b), "10.12.0.8");
-	cr_assert_null(r2cc_gidmap_find(&m, other));
+	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_a, 0), "gpu017");
+	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_b, 0), "10.12.0.8");
+	cr_assert_null(r2cc_gidmap_find(&m, other, 0));
 	r2cc_gidmap_free(&m);
 	cr_assert_null(m.v);
+}
+
+/* A LID-routed peer's port, by its LID in any subnet */
+Test(gidmap, entries_by_lid)
+{
+	const char s[] = "lid:0x1b=gpu017 LID:49151=gpu018, lid:27=gpu019";
+	struct r2cc_gidmap m;
+
+	cr_assert_eq(r2cc_gidmap_parse(s, strlen(s), &m), 3);
+	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_a, 0x1b), "gpu019",
+			 "27 is 0x1b: the last says");
+	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_b, 0xbfff), "gpu018");
+	cr_assert_null(r2cc_gidmap_find(&m, gid_a, 0),
+		       "a GID-routed port is not LID 0's");
+	cr_assert_null(r2cc_gidmap_find(&m, gid_a, 0x1c));
+	r2cc_gidmap_free(&m);
 }
 
 Test(gidmap, the_last_entry_of_a_gid_says)
@@ -43,16 +59,21 @@ Test(gidmap, the_last_entry_of_a_gid_says)
 	struct r2cc_gidmap m;
 
 	cr_assert_eq(r2cc_gidmap_parse(s, strlen(s), &m), 2);
-	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_a), "new");
+	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_a, 0), "new");
 	r2cc_gidmap_free(&m);
 }
 
 Test(gidmap, malformed_entries)
 {
 	static const char *const bad[] = {
-		"fe80::1",	  "=gpu1",	   "fe80::1=",
-		"fe80::1=a;b",	  "fe80::zz=gpu1", "10.0.0.1=gpu1",
+		"fe80::1",	  "=gpu1",
+		"fe80::1=",	  "fe80::1=a;b",
+		"fe80::zz=gpu1",  "10.0.0.1=gpu1",
 		"fe80::1=gpu1,x", "fe80::1==gpu1",
+		"lid:0=gpu1",	  "lid:0xc000=gpu1",
+		"lid:65535=gpu1", "lid:=gpu1",
+		"lid:-1=gpu1",	  "lid:0x1bz=gpu1",
+		"lid: 27=gpu1",	  "lid:99999999999999999999=gpu1",
 	};
 	struct r2cc_gidmap m = { 0 };
 	size_t i;
@@ -98,7 +119,7 @@ Test(gidmap, a_file_with_comments)
 		     (ssize_t)sizeof(text) - 1);
 	close(fd);
 	cr_assert_eq(r2cc_gidmap_read(path, &m), 1);
-	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_a), "gpu017");
+	cr_assert_str_eq(r2cc_gidmap_find(&m, gid_a, 0), "gpu017");
 	r2cc_gidmap_free(&m);
 	unlink(path);
 	cr_assert_eq(r2cc_gidmap_read(path, &m), -ENOENT);
