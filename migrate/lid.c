@@ -51,6 +51,17 @@ bool r2cc_lid_key_is_port(const uint8_t key[16], const uint8_t gid0[16],
 	return (k & lid_mask(lmc)) == (lid & lid_mask(lmc));
 }
 
+int r2cc_lid_ends(const uint8_t gid0[16], const struct ibv_port_attr *pa,
+		  uint16_t dlid, uint8_t src[16], uint8_t dst[16])
+{
+	if (pa->link_layer == IBV_LINK_LAYER_ETHERNET)
+		return -EINVAL;
+	if (r2cc_lid_key(gid0, pa->lid, pa->lmc, src) ||
+	    r2cc_lid_key(gid0, dlid, pa->lmc, dst))
+		return -EINVAL;
+	return 0;
+}
+
 void r2cc_lid_standby_av(struct ibv_ah_attr *ah, const struct ibv_ah_attr *prog,
 			 const uint8_t own_gid[16],
 			 const struct r2cc_lid_peer *p)

@@ -33,6 +33,12 @@ bool r2cc_lid_of_key(const uint8_t key[16], uint16_t *lid);
 bool r2cc_lid_key_is_port(const uint8_t key[16], const uint8_t gid0[16],
 			  uint16_t lid, uint8_t lmc);
 
+/* A QP's two ends routed by LID as both name them: @src (our port, GID
+ * 0 @gid0, base LID and LMC in @pa) and @dst (@dlid, masked with our
+ * LMC). 0, or -EINVAL (no LID here, or @dlid none). */
+int r2cc_lid_ends(const uint8_t gid0[16], const struct ibv_port_attr *pa,
+		  uint16_t dlid, uint8_t src[16], uint8_t dst[16]);
+
 /* What the standby's path needs of the peer's standby */
 struct r2cc_lid_peer {
 	const uint8_t *gid; /* its port's GID (16 bytes) */

@@ -193,27 +193,23 @@ void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq)
 		atomic_store(&mq->slot->backup_qpn, 0);
 }
 
-/* @port of @ctx: its GID 0 and LID, LMC (0 on RoCE). */
+/* Port @port of @ctx: its GID 0 and attributes. */
 static int port_addr(struct ibv_context *ctx, uint8_t port, union ibv_gid *g0,
-		     uint16_t *lid, uint8_t *lmc)
+		     struct ibv_port_attr *pa)
 {
-	struct ibv_port_attr pa;
-
-	memset(&pa, 0, sizeof(pa));
-	if (!ps.v.query_port || ps.v.query_port(ctx, port, &pa) ||
+	memset(pa, 0, sizeof(*pa));
+	if (!ps.v.query_port || ps.v.query_port(ctx, port, pa) ||
 	    ps.v.query_gid(ctx, port, 0, g0))
 		return -EIO;
-	*lid = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : pa.lid;
-	*lmc = pa.lmc;
 	return 0;
 }
 
 int r2cc_mig_read_ends(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
 	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
-	uint8_t port = ah->port_num ? ah->port_num : 1, lmc;
+	uint8_t port = ah->port_num ? ah->port_num : 1;
+	struct ibv_port_attr pa;
 	union ibv_gid g;
-	uint16_t lid;
 
 	if (ah->is_global) {
 		if (ps.v.query_gid(mq->qp->context, port, ah->grh.sgid_index,
@@ -223,21 +219,21 @@ int r2cc_mig_read_ends(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 		memcpy(mq->dest_gid, ah->grh.dgid.raw, 16);
 		return 0;
 	}
-	if (port_addr(mq->qp->context, port, &g, &lid, &lmc) ||
-	    r2cc_lid_key(g.raw, lid, lmc, mq->gid) ||
-	    r2cc_lid_key(g.raw, ah->dlid, lmc, mq->dest_gid))
+	if (port_addr(mq->qp->context, port, &g, &pa))
 		return -EIO;
-	return 0;
+	return r2cc_lid_ends(g.raw, &pa, ah->dlid, mq->gid, mq->dest_gid);
 }
 
 int r2cc_mig_read_standby(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d)
 {
 	const struct ibv_ah_attr *ah = &d->attr->ah_attr;
+	struct ibv_port_attr pa;
 	union ibv_gid g0, bg;
-	uint8_t lmc;
 
-	if (port_addr(d->backup_ctx, 1, &g0, &mq->blid, &lmc))
-		mq->blid = 0;
+	mq->blid = 0;
+	if (!port_addr(d->backup_ctx, 1, &g0, &pa) &&
+	    pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+		mq->blid = pa.lid; /* (RoCE's need none) */
 	if (!ah->is_global) {
 		if (!mq->blid)
 			return -EIO; /* no path to it by LID */

@@ -43,7 +43,7 @@ void r2cc_mig_backup_drop(struct r2cc_mig_qp *mq);
 uint8_t r2cc_mig_rnr_timer(uint8_t prog);
 /* What both ends name @mq's by, into its gid and dest_gid (read once, at
  * its protection): their GIDs, or their LID keys (lid.h) when @d's path
- * is by LID. 0, or -EIO. */
+ * is by LID. 0, or -errno. */
 int r2cc_mig_read_ends(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d);
 /* The standby's address on @d's rail, into bgid and blid (0 on RoCE): its
  * GID at the program's index, or by LID its port's GID 0 and LID. 0, or

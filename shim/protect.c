@@ -263,11 +263,9 @@ static int ends_of(const struct r2cc_qp *q, uint8_t src[16], uint8_t dst[16])
 		return 0;
 	}
 	if (ibv_query_port(q->qp->context, port, &pa) ||
-	    ibv_query_gid(q->qp->context, port, 0, &g) ||
-	    r2cc_lid_key(g.raw, pa.lid, pa.lmc, src) ||
-	    r2cc_lid_key(g.raw, ah->dlid, pa.lmc, dst))
+	    ibv_query_gid(q->qp->context, port, 0, &g))
 		return -EIO;
-	return 0;
+	return r2cc_lid_ends(g.raw, &pa, ah->dlid, src, dst);
 }
 
 static int backup_rail(const struct r2cc_pd *p, const struct r2cc_qp *q)

@@ -224,6 +224,29 @@ Test(lid, path_bits_name_the_same_port)
 		      "another subnet's");
 }
 
+/* Both ends' names from our port: its base LID, the DLID masked with
+ * its LMC; none on RoCE, or before the subnet manager gave a LID. */
+Test(lid, the_ends_are_named_from_our_port)
+{
+	struct ibv_port_attr pa = hdr_port(0x40, 2);
+	uint8_t src[16], dst[16], k[16];
+
+	cr_assert_eq(r2cc_lid_ends(our_gid, &pa, 0x83, src, dst), 0);
+	cr_assert_eq(r2cc_lid_key(our_gid, 0x40, 0, k), 0);
+	cr_assert_arr_eq(src, k, 16);
+	cr_assert_eq(r2cc_lid_key(our_gid, 0x80, 0, k), 0);
+	cr_assert_arr_eq(dst, k, 16, "the peer's base LID");
+	cr_assert_eq(r2cc_lid_ends(our_gid, &pa, 0, src, dst), -EINVAL,
+		     "no DLID");
+	pa.lid = 0;
+	cr_assert_eq(r2cc_lid_ends(our_gid, &pa, 0x83, src, dst), -EINVAL,
+		     "no LID from the SM yet");
+	pa = hdr_port(0x40, 0);
+	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
+	cr_assert_eq(r2cc_lid_ends(our_gid, &pa, 0x83, src, dst), -EINVAL,
+		     "RoCE routes by GID");
+}
+
 Test(lid, the_standby_path_by_lid_keeps_the_programs_level_and_rate)
 {
 	const struct r2cc_lid_peer p = { .gid = peer_bgid, .lid = PEER_BLID };
