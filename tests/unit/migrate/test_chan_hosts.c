@@ -131,23 +131,31 @@ Test(chan_hosts, many_resolves_of_one_gid_sweep_once, .timeout = 30)
 	ownerless_stop(&o);
 }
 
-Test(chan_hosts, the_node_map_is_asked_first, .timeout = 30)
+/* @q resolved with @map naming its node: that node (ours, 127.0.0.1)
+ * answers, the ownerless one the sweep would ask first is not asked */
+static void map_asked_first(const struct r2cc_ctrl_qp_ref *q, const char *map)
 {
-	struct r2cc_ctrl_qp_ref q = ib_ref(true);
 	struct ownerless o;
-	char map[96];
 
-	/* the sweep alone would ask the ownerless node first */
-	snprintf(map, sizeof(map), "fe80::c42:a103:6e:2a%02x=localhost",
-		 q.gid[15]);
 	ownerless_start(&o);
 	start_nodes(&hooks, "127.0.0.2,127.0.0.1", map, true);
-	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);
+	cr_assert_eq(r2cc_chan_resolve(q, 1), 0);
 	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
 	cr_assert_eq(got_peer, r2cc_chan_self(), "how %d", got_how);
 	cr_assert_eq(o.asked, 0, "a node asked before the map's");
 	r2cc_chan_stop();
 	ownerless_stop(&o);
+}
+
+Test(chan_hosts, the_node_map_is_asked_first, .timeout = 30)
+{
+	struct r2cc_ctrl_qp_ref q = ib_ref(true);
+	char map[96];
+
+	/* the sweep alone would ask the ownerless node first */
+	snprintf(map, sizeof(map), "fe80::c42:a103:6e:2a%02x=localhost",
+		 q.gid[15]);
+	map_asked_first(&q, map);
 }
 
 /* A QP routed by LID (lid.h's key): the map's "lid:" entry names its
@@ -156,7 +164,6 @@ Test(chan_hosts, the_node_map_names_a_port_by_its_lid, .timeout = 30)
 {
 	static const uint8_t g0[16] = { 0xfe, 0x80 };
 	struct r2cc_ctrl_qp_ref q = { .qpn = 7 };
-	struct ownerless o;
 	uint16_t lid;
 	char map[64];
 
@@ -166,14 +173,7 @@ Test(chan_hosts, the_node_map_names_a_port_by_its_lid, .timeout = 30)
 			break;
 	}
 	snprintf(map, sizeof(map), "lid:%#x=localhost", lid);
-	ownerless_start(&o);
-	start_nodes(&hooks, "127.0.0.2,127.0.0.1", map, true);
-	cr_assert_eq(r2cc_chan_resolve(&q, 1), 0);
-	cr_assert(wait_for(&resolved, 1), "no resolve within 10 s");
-	cr_assert_eq(got_peer, r2cc_chan_self(), "how %d", got_how);
-	cr_assert_eq(o.asked, 0, "a node asked before the map's");
-	r2cc_chan_stop();
-	ownerless_stop(&o);
+	map_asked_first(&q, map);
 }
 
 Test(chan_hosts, no_node_knowing_the_owner_ends_the_resolve, .timeout = 30)
