@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * health.c - the shim's side of rail health: r2cc's private context on
- * every rail hands its async events (port up/down; on InfiniBand the
- * port's LID as the subnet manager sets it) to policy/'s monitor,
+ * every rail hands its async events (port up/down) to policy/'s monitor,
  * which also watches the rails' netdev carrier. Changes are logged; the
- * failover engine acts on them (migrate/: a rail down or up).
+ * failover engine acts on them (migrate/: a rail down or up; on
+ * InfiniBand also the port's LID, as the subnet manager sets it).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -240,13 +240,6 @@ static int pd_locate(const struct r2cc_pd *p, struct r2cc_mem_loc *loc)
 	return r2cc_mem_locate("/sys", w.addr, w.len, loc);
 }
 
-/*
- * The backup rail of @q (placement policy, policy/placement.c): among the
- * other rails of its link layer that are up and hold a shadow of its PD,
- * the least loaded per Mb/s (backups already placed there), then nearest
- * its memory, then a hash both ends compute alike. Both ends decide alone;
- * migrate/ makes them agree (the end with the lower GID and QPN wins).
- */
 /* @q's two ends as both name them: GIDs, or LID keys (routed by LID). */
 static int ends_of(const struct r2cc_qp *q, uint8_t src[16], uint8_t dst[16])
 {
@@ -268,6 +261,13 @@ static int ends_of(const struct r2cc_qp *q, uint8_t src[16], uint8_t dst[16])
 	return r2cc_lid_ends(g.raw, &pa, ah->dlid, src, dst);
 }
 
+/*
+ * The backup rail of @q (placement policy, policy/placement.c): among the
+ * other rails of its link layer that are up and hold a shadow of its PD,
+ * the least loaded per Mb/s (backups already placed there), then nearest
+ * its memory, then a hash both ends compute alike. Both ends decide alone;
+ * migrate/ makes them agree (the end with the lower GID and QPN wins).
+ */
 static int backup_rail(const struct r2cc_pd *p, const struct r2cc_qp *q)
 {
 	struct r2cc_place_rail rails[R2CC_MAX_RAILS];
