@@ -98,16 +98,8 @@ at() {
 }
 
 # check STATUS NAME [DETAIL...]: one result line for the host.
-# A failure of a check named LAB_KNOWN_BUG... is reported as "known" (the
-# runner lists it and does not count it) with LAB_KNOWN_WHY, the open
-# issue it belongs to, unless the run is strict (R2CC_LAB_STRICT=1).
 check() {
 	local st=$1 name=$2; shift 2
-	if [ "$st" = fail ] && [ -n "$LAB_KNOWN_BUG" ] &&
-		[ "${LAB_strict:-0}" != 1 ] && [[ $name == "$LAB_KNOWN_BUG"* ]]; then
-		st=known
-		set -- "[$LAB_KNOWN_WHY]" "$@"
-	fi
 	echo "CHECK $st $name $*" >> "$RESULTS"
 	log "check $st $name $*"
 }

@@ -155,7 +155,7 @@ lab_start_vm() {
 		-monitor "unix:$run/monitor-$node.sock,server=on,wait=off" \
 		-pidfile "$run/qemu-$node.pid" -daemonize \
 		-kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$LAB_INITRD" \
-		-append "console=ttyS0 loglevel=4 panic=-1 r2cc.node=$node r2cc.rails=$LAB_RAILS r2cc.scenario=$scen r2cc.timeout=$tmo r2cc.repo=$REPO r2cc.build=$BUILD r2cc.installed=${LAB_INSTALLED:-0} r2cc.strict=${R2CC_LAB_STRICT:-0} r2cc.baselines=${R2CC_LAB_BASELINES:-1} r2cc.scale_q=${R2CC_LAB_SCALE_Q:-32}" \
+		-append "console=ttyS0 loglevel=4 panic=-1 r2cc.node=$node r2cc.rails=$LAB_RAILS r2cc.scenario=$scen r2cc.timeout=$tmo r2cc.repo=$REPO r2cc.build=$BUILD r2cc.installed=${LAB_INSTALLED:-0} r2cc.baselines=${R2CC_LAB_BASELINES:-1} r2cc.scale_q=${R2CC_LAB_SCALE_Q:-32}" \
 		-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$run,mount_tag=run,security_model=none,multidevs=remap" \
 		"${net[@]}" > "$run/qemu-$node.log" 2>&1

@@ -276,12 +276,7 @@ barrier fo.idlehole.cleared 60
 # verified and no error seen. Their standbys' rail still down on b, both
 # ends leave them unarmed (unprotected, not one end armed towards a
 # standby the other lacks) until it is up again, then re-arm them: rail 0
-# killed once more moves every QP onto its re-armed standby. A known bug
-# (issue 14): now and then a QP moved back has seen WR_FLUSH_ERR on rail
-# 0 under 1 s after the move; its checks are reported as "known bug"
-# until that is fixed (R2CC_LAB_STRICT=1 counts them).
-LAB_KNOWN_BUG=fo.backupdies
-LAB_KNOWN_WHY="issue 14: urgent move back, then WR_FLUSH_ERR on the primary"
+# killed once more moves every QP onto its re-armed standby.
 backup_dies() {
 	fault_carrier 0 down
 	fault_mark
@@ -317,7 +312,6 @@ if [ "$NODE" = b ]; then
 	wait_port_active 1 30
 fi
 barrier fo.backupdies.cleared 60
-LAB_KNOWN_BUG=
 
 # 30% loss both ways on rail 0: RC retransmits; no error reaches the
 # program (a failover, if the loss ever beats 7 tries, is counted).
