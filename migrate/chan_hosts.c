@@ -21,8 +21,8 @@
 
 #include "chan_hosts.h"
 #include "gidmap.h"
-#include "lid.h"
 #include "hostlist.h"
+#include "lid.h"
 
 #define GID_NODES_MAX 65536 /* GIDs remembered; past it, not kept */
 

@@ -3,9 +3,9 @@
  * gidmap.c - R2CC_NODE_MAP: the node of each peer GID, written down by
  * the operator ("fe80::c42:a103:6e:2a10=gpu017", or by a LID-routed
  * peer's LID "lid:0x1b=gpu017"; entries separated by commas or white
- * space, or a file of them), for fabrics where neither
- * the GID nor the IPoIB neighbours name the peer's node. Outside input:
- * every entry checked.
+ * space, or a file of them), for fabrics where neither the GID nor the
+ * IPoIB neighbours name the peer's node. Outside input: every entry
+ * checked.
  */
 #include <arpa/inet.h>
 #include <ctype.h>

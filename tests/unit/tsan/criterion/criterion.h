@@ -93,6 +93,8 @@ void r2cc_ut_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 	R2CC_UT_CHECK(true, !strcmp(a, b), #a " eq " #b, __VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) \
 	R2CC_UT_CHECK(true, strcmp(a, b), #a " neq " #b, __VA_ARGS__)
+#define cr_assert_arr_eq(a, b, n, ...) \
+	R2CC_UT_CHECK(true, !memcmp(a, b, n), #a " eq " #b, __VA_ARGS__)
 #define cr_expect(c, ...) R2CC_UT_CHECK(false, c, #c, __VA_ARGS__)
 #define cr_expect_not(c, ...) \
 	R2CC_UT_CHECK(false, !(c), "!(" #c ")", __VA_ARGS__)
