@@ -335,6 +335,8 @@ uint64_t __wrap_r2cc_chan_answered_ns(uint64_t peer)
 }
 
 /* The module on (a loopback control channel nobody else talks to). */
+struct ibv_qp_cap fo_cap;
+
 void start(void)
 {
 	static const struct r2cc_mig_verbs v = {
@@ -361,6 +363,11 @@ void start(void)
 
 	fo_standby_hook = NULL;
 	memset(fo_ports, 0, sizeof(fo_ports));
+	fo_cap = (struct ibv_qp_cap){ .max_send_wr = 8,
+				      .max_recv_wr = 8,
+				      .max_send_sge = 1,
+				      .max_recv_sge = 1,
+				      .max_inline_data = 64 };
 	snprintf(secret, sizeof(secret), "/tmp/r2cc-test-fo.%d", getpid());
 	f = fopen(secret, "w");
 	cr_assert(f);
@@ -386,11 +393,6 @@ void start(void)
  * at PSN 0x500. */
 void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 {
-	struct ibv_qp_cap cap = { .max_send_wr = 8,
-				  .max_recv_wr = 8,
-				  .max_send_sge = 1,
-				  .max_recv_sge = 1,
-				  .max_inline_data = 64 };
 	static struct ibv_pd bpd;
 	struct ibv_qp_attr a;
 
@@ -407,7 +409,7 @@ void qp_on(struct r2cc_mig_srq *srq, struct ibv_qp *bqp)
 	nmade = 0;
 	mc = r2cc_mig_cq_new(NULL, 16);
 	cr_assert(mc);
-	mq = r2cc_mig_qp_new(&prim.qp, &cap, false, mc, mc, srq, NULL);
+	mq = r2cc_mig_qp_new(&prim.qp, &fo_cap, false, mc, mc, srq, NULL);
 	cr_assert(mq);
 	/* What bind.c's bind would have left. */
 	r2cc_mig_test_bound(mq, bqp, bqp ? &bcq.cq : NULL, PEER, PEER_QPN,
@@ -584,13 +586,18 @@ void fo_peer_fb(uint8_t phase, uint8_t flags, uint32_t psn)
 
 void fo_on_the_standby(void)
 {
+	fo_to_the_standby();
+	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
+}
+
+void fo_to_the_standby(void)
+{
 	post_op(1, IBV_WR_SEND);
 	fo_rail_down(0);
 	peer_moves(PEER_QPN, 0x500, 0, false);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
 	add_wc(&bcq, 1, IBV_WC_SUCCESS, IBV_WC_SEND, back.qp.qp_num);
 	cr_assert_eq(r2cc_mig_poll_more(mc, 8, (struct ibv_wc[8]){ 0 }), 1);
-	r2cc_health_report(0, R2CC_RAIL_UP, R2CC_CAUSE_CARRIER);
 }
 
 void fo_rail_down(int rail)

@@ -73,6 +73,9 @@ extern int nmade; /* backup QPs made (a lazy QP's, at its failover) */
 extern struct ibv_qp_cap made_cap; /* the last one's */
 extern struct r2cc_mig_cq *mc; /* the program's CQ's */
 extern struct r2cc_mig_qp *mq; /* the protected QP */
+/* Its capabilities (start() makes them 8 WRs and 1 SGE each way, 64
+ * inline bytes) */
+extern struct ibv_qp_cap fo_cap;
 /* The rail the shim's placement gives a new standby (-1: none up). */
 extern int fo_standby;
 /* Called with the QP placement is asked about, before it answers (NULL:
@@ -152,6 +155,8 @@ void fo_peer_fb(uint8_t phase, uint8_t flags, uint32_t psn);
 /* WR 1 posted, rail 0 lost, the peer's move: on the standby (rail 1),
  * WR 1 done there; rail 0 up again (known up, no event yet) */
 void fo_on_the_standby(void);
+/* The same, rail 0 left down */
+void fo_to_the_standby(void);
 /* @rail's carrier lost: the event, then a tick */
 void fo_rail_down(int rail);
 
