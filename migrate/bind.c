@@ -234,7 +234,7 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer,
 		pthread_mutex_unlock(&ps.lock);
 		return;
 	}
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	if (mq->state != R2CC_PROT_BINDING)
 		goto out;
 	if (mq->peer) {
@@ -259,7 +259,7 @@ void r2cc_mig_on_resolved(uint64_t cookie, uint64_t peer,
 		bind_or_give_up(mq);
 	try_ready(mq);
 out:
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
 }
 
@@ -437,9 +437,9 @@ void r2cc_mig_got_bind(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		r2cc_mig_early_keep(peer, &m->qp_bind);
 		return;
 	}
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	bind_qp(mq, peer, &m->qp_bind);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 /* The peer's QP_BIND came first: answer it, no lookup needed. */
@@ -462,7 +462,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 	if (!mq)
 		return;
 	pthread_mutex_lock(&ps.lock);
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	if (!r2cc_mig_logs(mq) || mq->bqp)
 		goto out;
 	if (in) {
@@ -538,7 +538,7 @@ void r2cc_mig_protect(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *in)
 		goto out;
 	resolve_or_give_up(mq);
 out:
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
 }
 
@@ -549,7 +549,7 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 
 	if (!mq)
 		return 0;
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	st = atomic_load(&mq->state);
 	if (!r2cc_mig_logs(mq) || mq->rts)
 		goto out;
@@ -580,7 +580,7 @@ int r2cc_mig_rts(struct r2cc_mig_qp *mq, const struct ibv_qp_attr *attr)
 		ret = 0; /* the program's QP is fine */
 	}
 out:
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	return ret;
 }
 
@@ -606,7 +606,7 @@ void r2cc_mig_bind_tick(void)
 	ps.bind_walk_ns = now;
 	pthread_mutex_lock(&ps.lock);
 	for (mq = ps.qps; mq; mq = mq->next) {
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (mq->peer || mq->state != R2CC_PROT_BINDING)
 			mq->resolve_due_ns = 0; /* its bind named the peer */
 		if (mq->resolve_due_ns) {
@@ -628,7 +628,7 @@ void r2cc_mig_bind_tick(void)
 				bind_or_give_up(mq);
 			}
 		}
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	if (!out)
 		atomic_store(&ps.bind_watch, false);

@@ -357,7 +357,7 @@ int r2cc_mig_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 	 * failed left the QP in ERR, which the program's WRs then show */
 	if (wc->wr_id == R2CC_RING_WRID || wc->wr_id == R2CC_HEAL_WRID)
 		return 0;
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	if (!r2cc_mig_logs(mq)) {
 		if (mq->life == R2CC_LIFE_DRAIN && !recv) {
 			keep = drain_wc(mq, wc, behind);
@@ -413,7 +413,7 @@ traced:
 		 keep == 2 ? "primary: stashed behind" :
 			     "primary: hidden",
 		 wc);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	return keep;
 }
 
@@ -424,14 +424,14 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 {
 	int got;
 
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	if (!mq->bqp || (bcq != mq->bscq && bcq != mq->brcq)) {
-		pthread_mutex_unlock(&mq->lock); /* released, or a torn read */
+		r2cc_qlock_unlock(&mq->lock); /* released, or a torn read */
 		return 0;
 	}
 	got = bcq->context->ops.poll_cq(bcq, 1, wc);
 	if (got <= 0) {
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 		return 0;
 	}
 	wc->qp_num = mq->qpn;
@@ -486,7 +486,7 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 			  (long long)ts.tv_sec, ts.tv_nsec / 1000);
 	}
 	trace_wc(mq, got > 0 ? "backup: delivered" : "backup: hidden", wc);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	return got;
 }
 

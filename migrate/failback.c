@@ -334,7 +334,7 @@ void r2cc_mig_fb_tick(void)
 		struct r2cc_health_info h;
 		bool back;
 
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (settled(mq) && mq->fb.urgent &&
 		    r2cc_mig_waited(mq, mq->fb.urgent_ns, now,
 				    MIG_FENCE_BOUND_MS)) {
@@ -389,7 +389,7 @@ void r2cc_mig_fb_tick(void)
 		}
 		propose(mq, back ? R2CC_CTRL_FB_RECOVERED : 0);
 	next:
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	pthread_mutex_unlock(&ps.lock);
 }
@@ -603,7 +603,7 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		return;
 	}
 	r2cc_chan_answered(peer); /* moves go on with it (tick.c) */
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	switch (m->failback.phase) {
 	case R2CC_CTRL_FB_PROPOSE:
 		/* A new round of the peer's: it moves on no older one */
@@ -674,5 +674,5 @@ void r2cc_mig_got_failback(uint64_t peer, const struct r2cc_ctrl_msg *m)
 			fb_reset(mq, now);
 		break;
 	}
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }

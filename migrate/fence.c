@@ -291,7 +291,7 @@ void r2cc_mig_fence_back(struct r2cc_mig_qp *mq)
 
 void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	if (r2cc_mig_moving(mq)) {
 		r2cc_mig_fail(mq, "the program ended the connection mid-move");
 	} else if (mq->life == R2CC_LIFE_RUN) {
@@ -306,7 +306,7 @@ void r2cc_mig_closed(struct r2cc_mig_qp *mq)
 	 * program's own QP would have flushed it. */
 	if (mq->on_backup && !r2cc_mig_moving(mq) && mq->bqp && to_err(mq->bqp))
 		r2cc_warn("QP %#x: backup not moved to ERR: %m", mq->qpn);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_fail(struct r2cc_mig_qp *mq, const char *why)

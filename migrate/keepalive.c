@@ -71,12 +71,12 @@ static void fail_path(struct r2cc_mig_path *p, uint64_t now)
 	int n = 0;
 
 	for (mq = ps.qps; mq; mq = mq->next) {
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (watched(mq) && same(p, mq)) {
 			r2cc_mig_fence(mq, R2CC_CTRL_WHY_KEEPALIVE);
 			n++;
 		}
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	/* Wall-clock time too, to line it up with a fault's. */
 	clock_gettime(CLOCK_REALTIME, &ts);

@@ -13,6 +13,7 @@
 #include "map.h"
 #include "migrate.h"
 #include "protect.h"
+#include "qlock.h"
 
 /* How long a fenced QP waits for its peer's FAILOVER before it gives up
  * and shows the program the native errors (DESIGN §6: bounded): once
@@ -160,7 +161,7 @@ struct r2cc_mig_qp {
 	_Atomic uint32_t state; /* enum r2cc_prot_state */
 	/* Serialises the program's posts and polls of this QP with a
 	 * failover (verbs lets them come from different threads). */
-	pthread_mutex_t lock;
+	struct r2cc_qlock lock;
 	struct ibv_qp *qp; /* the program's */
 	const void *pd;
 	struct ibv_qp_attr attr; /* the program's, merged */

@@ -23,7 +23,7 @@ void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 			 uint32_t bpsn)
 {
 	pthread_mutex_lock(&ps.lock);
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->bqp = bqp;
 	mq->bscq = mq->brcq = bcq;
 	mq->peer = peer;
@@ -34,19 +34,19 @@ void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 	mq->bmtu = IBV_MTU_1024;
 	mq->peer_bind.mtu = IBV_MTU_1024; /* its QP_BIND's: a re-arm's */
 	r2cc_mig_set_state(mq, R2CC_PROT_READY);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
 }
 
 void r2cc_mig_test_lazy(struct r2cc_mig_qp *mq, struct ibv_context *bctx,
 			struct ibv_pd *bpd)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->lazy = true;
 	mq->bctx = bctx;
 	mq->bpd = bpd;
 	mq->peer_bind.mtu = IBV_MTU_1024; /* its QP_BIND's */
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_test_peer_says(uint64_t peer, const struct r2cc_ctrl_msg *m)
@@ -78,17 +78,16 @@ void r2cc_mig_test_move_back(struct r2cc_mig_qp *mq, uint32_t psn,
 			     uint32_t peer_psn)
 {
 	pthread_mutex_lock(&ps.lock);
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->fb.psn = psn;
 	mq->fb.peer_psn = peer_psn;
 	r2cc_mig_fence_back(mq);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	pthread_mutex_unlock(&ps.lock);
 }
 
 void r2cc_mig_test_free(struct r2cc_mig_qp *mq)
 {
-	pthread_mutex_destroy(&mq->lock);
 	free(mq);
 }
 
@@ -110,53 +109,53 @@ void r2cc_mig_test_sweep(void)
 
 void r2cc_mig_test_unprotect(struct r2cc_mig_qp *mq)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	r2cc_mig_fail(mq, "test");
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_test_state(struct r2cc_mig_qp *mq, uint32_t st)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	r2cc_mig_set_state(mq, st);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_test_binding(struct r2cc_mig_qp *mq, const uint8_t gid[16])
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	memcpy(mq->dest_gid, gid, 16);
 	mq->peer = 0;
 	mq->bind_sent = true;
 	r2cc_mig_set_state(mq, R2CC_PROT_BINDING);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_test_bind_out(struct r2cc_mig_qp *mq, uint64_t peer,
 			    unsigned int binds, unsigned int ago_ms)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->peer = peer;
 	mq->bind_sent = true;
 	mq->binds = (uint8_t)binds;
 	mq->bind_ns = r2cc_mig_now_ns() - (uint64_t)ago_ms * 1000000ULL;
 	atomic_store(&ps.bind_watch, true);
 	ps.bind_walk_ns = 0;
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->fault_ns = r2cc_mig_now_ns() - (uint64_t)ago_ms * 1000000ULL;
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_test_resolve_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->resolve_ns = r2cc_mig_now_ns() - (uint64_t)ago_ms * 1000000ULL;
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 int r2cc_mig_test_node(const uint8_t gid[16], int word)
@@ -182,9 +181,9 @@ void r2cc_mig_test_fb_hold(unsigned int ms)
 
 void r2cc_mig_test_fb_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->fb.moves_ns[0] = r2cc_mig_now_ns() - (uint64_t)ago_ms * 1000000ULL;
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 void r2cc_mig_test_resolved(struct r2cc_mig_qp *mq, uint64_t peer,

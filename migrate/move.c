@@ -352,7 +352,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		return;
 	}
 	r2cc_chan_answered(peer); /* moves go on with it (tick.c) */
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	if (m->hdr.type == R2CC_CTRL_FAILOVER &&
 	    !(m->failover.flags & R2CC_CTRL_FO_PSN_VALID)) {
 		/* The peer cannot move: its side is in ERR or soon will be. */
@@ -414,7 +414,7 @@ void r2cc_mig_got_failover(uint64_t peer, const struct r2cc_ctrl_msg *m)
 		       m->failover.flags & R2CC_CTRL_FO_RECV_TAKEN);
 	}
 out:
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	if (mq->srq && atomic_load(&ps.srq_sweep))
 		r2cc_mig_srq_sweep();
 }

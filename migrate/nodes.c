@@ -115,7 +115,7 @@ bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms)
 		struct timespec ts;
 		uint64_t until;
 
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		st = atomic_load(&mq->state);
 		if (!r2cc_mig_logs(mq) || st == R2CC_PROT_NONE ||
 		    st == R2CC_PROT_FAILED) {
@@ -126,7 +126,7 @@ bool r2cc_mig_peer_runs(struct r2cc_mig_qp *mq, unsigned int ms)
 			known = true;
 			yes = n->word == R2CC_NODE_R2CC;
 		}
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 		now = r2cc_mig_now_ns();
 		if (known || now >= end)
 			break;

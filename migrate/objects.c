@@ -214,7 +214,7 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 		r2cc_status_qp_unprot(slot, R2CC_UNPROT_BUDGET);
 		return NULL;
 	}
-	pthread_mutex_init(&mq->lock, NULL);
+	r2cc_qlock_init(&mq->lock);
 	mq->tune_tail = &mq->tune_held;
 	mq->qp = qp;
 	mq->pd = qp->pd;
@@ -252,7 +252,6 @@ nomem:
 	r2cc_mig_cq_unreserve(scq, rcq);
 	r2cc_recvlog_free(mq->rlog);
 	r2cc_sendlog_free(mq->slog);
-	pthread_mutex_destroy(&mq->lock);
 	free(mq);
 	r2cc_warn("QP %#x: no memory to index it: unprotected", qp->qp_num);
 	r2cc_status_qp_unprot(slot, R2CC_UNPROT_BUDGET);
@@ -274,7 +273,6 @@ static struct {
 
 static void qp_free(struct r2cc_mig_qp *mq)
 {
-	pthread_mutex_destroy(&mq->lock);
 	free(mq);
 }
 
@@ -333,7 +331,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 		mq->dest_indexed = false;
 	}
 	pthread_mutex_unlock(&ps.lock);
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	/* Under its lock: a replay cannot list it again meanwhile. */
 	r2cc_mig_cq_detach(mq);
 	r2cc_mig_cq_unreserve(mq->scq, mq->rcq);
@@ -348,7 +346,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	mq->rlog = NULL;
 	mq->held = NULL;
 	mq->nheld = mq->held_cap = 0;
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 bool r2cc_mig_covers(const struct r2cc_mig_qp *mq)

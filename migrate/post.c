@@ -168,9 +168,9 @@ static void refuse(struct r2cc_mig_qp *mq, const char *why)
 
 void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why)
 {
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	refuse(mq, why);
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 }
 
 /* Does @wr's chain bind or invalidate a memory window? */
@@ -193,7 +193,7 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	int ret = 0, err, side;
 	uint32_t tune;
 
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->psend = post;
 	/* A window bound or invalidated cannot be replayed on another rail
 	 * (nor its rkey translated there): refused before it is posted. */
@@ -234,7 +234,7 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 			mq->unposted_sends++;
 	}
 out:
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	return ret;
 }
 
@@ -246,7 +246,7 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 	struct ibv_recv_wr *w, *stop = NULL;
 	int ret = 0, err, side;
 
-	pthread_mutex_lock(&mq->lock);
+	r2cc_qlock_lock(&mq->lock);
 	mq->precv = post;
 	side = side_of(mq, mq->life == R2CC_LIFE_RECVS);
 	if (side == 0) {
@@ -291,6 +291,6 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 			mq->unposted_recvs++;
 	}
 out:
-	pthread_mutex_unlock(&mq->lock);
+	r2cc_qlock_unlock(&mq->lock);
 	return ret;
 }

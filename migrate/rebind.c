@@ -130,7 +130,7 @@ void r2cc_mig_rebind_sweep(void)
 	pthread_mutex_lock(&ps.lock);
 	now = r2cc_mig_now_ns();
 	for (mq = ps.qps; mq; mq = mq->next) {
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (r2cc_mig_fb_rearm_retry(mq, now)) {
 			atomic_store(&ps.rebind, true); /* the next tick */
 		} else if (standby_back(mq)) {
@@ -150,7 +150,7 @@ void r2cc_mig_rebind_sweep(void)
 		} else if (moved_lid(mq)) {
 			new_lid(mq);
 		}
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	pthread_mutex_unlock(&ps.lock);
 	for (i = 0; i < n; i++) {
@@ -166,7 +166,7 @@ void r2cc_mig_rebind_sweep(void)
 		pthread_mutex_lock(&ps.lock);
 		lost[i]->placing = false;
 		pthread_cond_broadcast(&ps.placed_cv);
-		pthread_mutex_lock(&lost[i]->lock);
+		r2cc_qlock_lock(&lost[i]->lock);
 		if (!lost_standby(lost[i]))
 			; /* moved, released, or bound again meanwhile */
 		else if (ret || d.backup_rail < 0 ||
@@ -175,7 +175,7 @@ void r2cc_mig_rebind_sweep(void)
 			no_rail(lost[i]);
 		else
 			rebind(lost[i], &d, "is down");
-		pthread_mutex_unlock(&lost[i]->lock);
+		r2cc_qlock_unlock(&lost[i]->lock);
 		pthread_mutex_unlock(&ps.lock);
 	}
 }

@@ -369,21 +369,21 @@ static void sweep_one(struct r2cc_mig_srq *s, uint64_t now, bool all)
 	for (mq = ps.qps; mq && !lost; mq = mq->next) {
 		if (mq->srq != s)
 			continue;
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		lost = !r2cc_mig_logs(mq) ||
 		       (where == R2CC_SRQ_MOVING && !r2cc_mig_moving(mq) &&
 			r2cc_mig_state(mq) != R2CC_PROT_READY);
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	for (mq = ps.qps; mq && !lost && where == R2CC_SRQ_MOVING;
 	     mq = mq->next) {
 		if (mq->srq != s)
 			continue;
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (!r2cc_mig_moving(mq))
 			r2cc_mig_fence(mq, R2CC_CTRL_WHY_SRQ);
 		lost = !r2cc_mig_moving(mq); /* the fence itself failed */
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	pthread_mutex_lock(&s->lock);
 	if (lost && s->where == R2CC_SRQ_MOVING) {
@@ -414,12 +414,12 @@ static void sweep_one(struct r2cc_mig_srq *s, uint64_t now, bool all)
 	for (mq = ps.qps; mq; mq = mq->next) {
 		if (mq->srq != s)
 			continue;
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (where == R2CC_SRQ_AWAY)
 			r2cc_mig_recv_moved(mq);
 		else
 			r2cc_mig_fail(mq, why ? why : "its SRQ is unprotected");
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 }
 

@@ -64,7 +64,7 @@ static void bound_moves(void)
 	struct r2cc_mig_qp *mq;
 
 	for (mq = ps.qps; mq; mq = mq->next) {
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if ((mq->life == R2CC_LIFE_FENCED ||
 		     mq->life == R2CC_LIFE_RECVS) &&
 		    r2cc_mig_waited(mq, mq->fault_ns, now,
@@ -84,7 +84,7 @@ static void bound_moves(void)
 					 2 * MIG_FENCE_BOUND_MS))
 			r2cc_mig_fail(mq, "the peer never said which receives "
 					  "its messages consumed");
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 }
 
@@ -146,7 +146,7 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 	for (mq = ps.qps; mq; mq = mq->next) {
 		if (mq->rail != rail && mq->backup_rail != rail)
 			continue;
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (mq->backup_rail == rail) {
 			/* Running on it: back to the primary, if it is up
 			 * (else no rail is left); moving onto it: the move
@@ -160,14 +160,14 @@ void r2cc_mig_rail_down(int rail, enum r2cc_health_cause cause)
 						  "down");
 			else if (!mq->on_backup)
 				atomic_store(&ps.rebind, true);
-			pthread_mutex_unlock(&mq->lock);
+			r2cc_qlock_unlock(&mq->lock);
 			continue;
 		}
 		r2cc_mig_fence(mq, cause == R2CC_CAUSE_PORT_EVENT ?
 					   R2CC_CTRL_WHY_PORT_EVENT :
 					   R2CC_CTRL_WHY_CARRIER);
 		r2cc_mig_fb_rail_down(mq);
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	if (atomic_load(&ps.srq_sweep))
 		r2cc_mig_srq_sweep();

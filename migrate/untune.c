@@ -301,10 +301,10 @@ void r2cc_mig_untune_tick(void)
 	for (mq = ps.qps; mq; mq = mq->next) {
 		if (atomic_load(&mq->tune) != R2CC_TUNE_SQD)
 			continue;
-		pthread_mutex_lock(&mq->lock);
+		r2cc_qlock_lock(&mq->lock);
 		if (atomic_load(&mq->tune) == R2CC_TUNE_SQD)
 			again |= from_sqd(mq);
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 	if (again)
 		atomic_store(&ps.untune, true);

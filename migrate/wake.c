@@ -145,7 +145,7 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 		/* Acked first: a destroy of this CQ waits for it. */
 		ps.v.ack_cq_events(cq, 1);
 		atomic_store(armed_of(mq, cq), false);
-		if (pthread_mutex_trylock(&mq->lock)) {
+		if (!r2cc_qlock_trylock(&mq->lock)) {
 			ring_busy(mq, cq);
 			continue;
 		}
@@ -163,7 +163,7 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 			if (mc && atomic_load(&mc->armed))
 				arm(mq, cq);
 		}
-		pthread_mutex_unlock(&mq->lock);
+		r2cc_qlock_unlock(&mq->lock);
 	}
 }
 

@@ -192,19 +192,19 @@ Test(bell, a_busy_qps_event_rings_without_waiting_for_it, .init = setup,
 
 	ps.v.get_cq_event = f_get_cq_event;
 	ps.v.ack_cq_events = f_ack_cq_events;
-	pthread_mutex_init(&mq.lock, NULL);
+	r2cc_qlock_init(&mq.lock);
 	mq.qpn = 0x21;
 	mq.scq = mq.rcq = mc;
 	mq.bscq = mq.brcq = &bcq_ev;
 	ev_ctx = &mq;
 	atomic_store(&mc->armed, 1); /* the program sleeps on its CQ */
-	pthread_mutex_lock(&mq.lock); /* a move holds the QP */
+	r2cc_qlock_lock(&mq.lock); /* a move holds the QP */
 	nev = 2;
 	r2cc_mig_ring_ready(-1, &ch);
 	cr_assert_eq(nacked, 2, "events not acknowledged");
 	cr_assert_eq(nsent, 1, "the doorbell did not ring (once an arming)");
 	cr_assert_eq(atomic_load(&mc->armed), 0);
-	pthread_mutex_unlock(&mq.lock);
+	r2cc_qlock_unlock(&mq.lock);
 	r2cc_mig_bell_free(mc);
 	r2cc_mig_cq_free(mc);
 }

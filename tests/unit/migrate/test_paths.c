@@ -44,7 +44,7 @@ static void paths_setup(void)
 				       NULL);
 		cr_assert(q[i]);
 		r2cc_mig_test_bound(q[i], NULL, NULL, PEER, 0x8000 + i, 0x100);
-		pthread_mutex_lock(&q[i]->lock);
+		r2cc_qlock_lock(&q[i]->lock);
 		q[i]->gid[15] = 1;
 		/* paths 0..499: QPs 2k and 2k+1 */
 		q[i]->dest_gid[14] = (uint8_t)((i / 2) >> 8);
@@ -53,7 +53,7 @@ static void paths_setup(void)
 		slots[i].st.polled = 10 + (uint64_t)i;
 		slots[i].st.polled_err = 1;
 		q[i]->slot = &slots[i];
-		pthread_mutex_unlock(&q[i]->lock);
+		r2cc_qlock_unlock(&q[i]->lock);
 	}
 }
 
