@@ -148,8 +148,9 @@ static int stash_behind(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
  */
 static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 {
-	int idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode), i;
+	int idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode);
 	const struct r2cc_sendlog_ent *me;
+	bool marked = r2cc_sendlog_marked(mq->slog);
 	int keep = 1;
 
 	if (idx < 0) {
@@ -158,20 +159,16 @@ static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 		return behind ? stash_behind(mq, mq->scq, wc) : 1;
 	}
 	me = r2cc_sendlog_peek(mq->slog, (uint32_t)idx);
-	if (((idx > 0 && done_before(mq, (uint32_t)idx)) || behind) &&
+	if (((marked && idx > 0 && done_before(mq, (uint32_t)idx)) || behind) &&
 	    me->signaled)
 		keep = stash_behind(mq, mq->scq, wc);
 	if (!me->signaled)
 		keep = 0; /* a forced one's: the program did not ask */
-	for (i = 0; i <= idx; i++) {
-		const struct r2cc_sendlog_ent *e =
-			r2cc_sendlog_peek(mq->slog, (uint32_t)i);
-
-		if (e && r2cc_wr_consumes_recv(e->wr.opcode))
-			mq->consumers_done++;
-	}
+	mq->consumers_done +=
+		r2cc_sendlog_consumers(mq->slog, (uint32_t)idx + 1);
 	r2cc_sendlog_retire(mq->slog, (uint32_t)idx + 1);
-	r2cc_mig_drain_done(mq);
+	if (marked)
+		r2cc_mig_drain_done(mq);
 	return keep;
 }
 

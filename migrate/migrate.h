@@ -79,7 +79,18 @@ int r2cc_wr_npkts(const struct ibv_send_wr *wr, uint32_t mtu_bytes);
 int r2cc_wc_opcode(enum ibv_wr_opcode op);
 /* r2cc_wr_inline() - does @wr carry inline data? (IBV_SEND_INLINE on a
  * SEND or WRITE: a READ's SGEs are destinations) */
-bool r2cc_wr_inline(const struct ibv_send_wr *wr);
+static inline bool r2cc_wr_inline(const struct ibv_send_wr *wr)
+{
+	/* WRITE, WRITE_WITH_IMM, SEND, SEND_WITH_IMM, SEND_WITH_INV */
+	const uint32_t carry = 1u << IBV_WR_RDMA_WRITE |
+			       1u << IBV_WR_RDMA_WRITE_WITH_IMM |
+			       1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM |
+			       1u << IBV_WR_SEND_WITH_INV;
+	unsigned int op = wr->opcode;
+
+	return (wr->send_flags & IBV_SEND_INLINE) && op < 32 &&
+	       (carry >> op & 1);
+}
 /*
  * r2cc_wr_copy() - @wr copied into @dst, alone (next NULL), for after the
  * program's post returned: its num_sge SGEs into @sge, and an inline WR's
@@ -118,6 +129,10 @@ struct r2cc_sendlog_ent {
 	bool forced;
 	bool reread; /* a READ the peer executed, replayed for its data */
 	enum r2cc_sendlog_disp disp;
+	uint32_t seq; /* entries appended before it (wraps) */
+	/* Entries that consume a receive at the peer, appended up to and
+	 * with it (wraps) */
+	uint32_t consumers;
 };
 
 struct r2cc_sendlog_stats {
@@ -194,6 +209,13 @@ int r2cc_sendlog_complete(struct r2cc_sendlog *log, uint64_t wr_id,
 			  enum ibv_wc_opcode opcode);
 /* r2cc_sendlog_retire() - drop the @n oldest entries: @n or -EINVAL */
 int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n);
+/* r2cc_sendlog_consumers() - how many of the @n oldest entries consume a
+ * receive at the peer (r2cc_wr_consumes_recv()); @n <= entries */
+uint32_t r2cc_sendlog_consumers(const struct r2cc_sendlog *log, uint32_t n);
+/* r2cc_sendlog_marked() - does an entry carry a move's mark (DONE, LOST,
+ * FLUSH, or forced)? Until one does, the oldest signaled entry is the
+ * next to complete and nothing is owed. */
+bool r2cc_sendlog_marked(const struct r2cc_sendlog *log);
 /* r2cc_sendlog_peek() - the @i-th oldest entry, or NULL */
 const struct r2cc_sendlog_ent *r2cc_sendlog_peek(const struct r2cc_sendlog *log,
 						 uint32_t i);

@@ -53,6 +53,9 @@ static uint32_t data_pkts(uint64_t len, uint32_t mtu_bytes)
 	/* A zero-length message is still one packet */
 	if (!len)
 		return 1;
+	/* (a path MTU is a power of two: a shift, not a division) */
+	if (!(mtu_bytes & (mtu_bytes - 1)))
+		return (uint32_t)((len - 1) >> __builtin_ctz(mtu_bytes)) + 1;
 	return (uint32_t)((len + mtu_bytes - 1) / mtu_bytes);
 }
 

@@ -36,16 +36,25 @@ struct r2cc_sendlog {
 	uint32_t head; /* slot of the oldest entry */
 	uint32_t count; /* entries outstanding */
 	uint32_t out_pkts; /* PSNs they span */
+	uint32_t seq; /* entries appended */
+	uint32_t consumers; /* of them, those that consume a peer receive */
+	/* The signaled entries' seqs, oldest first: a ring of sig_n from
+	 * slot sig_head */
+	uint32_t *sig; /* owned: cap */
+	uint32_t sig_head, sig_n;
+	/* Entries a move marked (not NEW, or forced): while none is, the
+	 * next completion is for the oldest signaled entry */
+	uint32_t marked;
 	struct r2cc_sendlog_ent *ent; /* owned: cap entries */
 	struct ibv_sge *sge; /* owned: cap * max_sge */
 	char *inl; /* owned: cap * max_inline bytes */
 	struct r2cc_sendlog_stats st;
 };
 
-/* The three arrays for @cap entries, or -ENOMEM (none allocated). */
+/* The arrays for @cap entries, or -ENOMEM (none allocated). */
 static int ring_alloc(const struct r2cc_sendlog *log, uint32_t cap,
 		      struct r2cc_sendlog_ent **ent, struct ibv_sge **sge,
-		      char **inl)
+		      char **inl, uint32_t **sig)
 {
 	size_t nsge = (size_t)cap * log->max_sge;
 	size_t ninl = (size_t)cap * log->max_inline;
@@ -53,11 +62,13 @@ static int ring_alloc(const struct r2cc_sendlog *log, uint32_t cap,
 	*ent = calloc(cap, sizeof(**ent));
 	*sge = calloc(nsge ? nsge : 1, sizeof(**sge));
 	*inl = malloc(ninl ? ninl : 1);
-	if (*ent && *sge && *inl)
+	*sig = calloc(cap, sizeof(**sig));
+	if (*ent && *sge && *inl && *sig)
 		return 0;
 	free(*ent);
 	free(*sge);
 	free(*inl);
+	free(*sig);
 	return -ENOMEM;
 }
 
@@ -81,7 +92,8 @@ struct r2cc_sendlog *r2cc_sendlog_new(uint32_t cap, uint32_t max_sge,
 	log->max_sge = max_sge;
 	log->max_inline = max_inline;
 	log->sig_all = sq_sig_all;
-	if (ring_alloc(log, log->cap, &log->ent, &log->sge, &log->inl)) {
+	if (ring_alloc(log, log->cap, &log->ent, &log->sge, &log->inl,
+		       &log->sig)) {
 		free(log);
 		errno = ENOMEM;
 		return NULL;
@@ -93,6 +105,7 @@ void r2cc_sendlog_free(struct r2cc_sendlog *log)
 {
 	if (!log)
 		return;
+	free(log->sig);
 	free(log->inl);
 	free(log->sge);
 	free(log->ent);
@@ -123,11 +136,14 @@ static int grow(struct r2cc_sendlog *log)
 	struct r2cc_sendlog_ent *ent, *e;
 	struct ibv_sge *sge, *es;
 	char *inl, *from;
-	uint32_t i, s;
+	uint32_t i, s, *sig;
 	int k;
 
-	if (log->cap == log->limit || ring_alloc(log, ncap, &ent, &sge, &inl))
+	if (log->cap == log->limit ||
+	    ring_alloc(log, ncap, &ent, &sge, &inl, &sig))
 		return -ENOSPC;
+	for (i = 0; i < log->sig_n; i++)
+		sig[i] = log->sig[r2cc_ring_slot(log->sig_head, i, log->cap)];
 	for (i = 0; i < log->count; i++) {
 		s = slot(log, i);
 		e = &ent[i];
@@ -148,28 +164,20 @@ static int grow(struct r2cc_sendlog *log)
 	free(log->ent);
 	free(log->sge);
 	free(log->inl);
+	free(log->sig);
 	log->ent = ent;
 	log->sge = sge;
 	log->inl = inl;
+	log->sig = sig;
 	log->cap = ncap;
 	log->head = 0;
+	log->sig_head = 0;
 	return 0;
 }
 
 static bool valid_mtu(uint32_t mtu)
 {
 	return mtu >= 256 && mtu <= 4096 && !(mtu & (mtu - 1));
-}
-
-bool r2cc_wr_inline(const struct ibv_send_wr *wr)
-{
-	/* Only SEND and WRITE carry inline data; a READ's SGEs are
-	 * destinations */
-	if (!(wr->send_flags & IBV_SEND_INLINE))
-		return false;
-	return r2cc_wc_opcode(wr->opcode) == IBV_WC_SEND ||
-	       wr->opcode == IBV_WR_RDMA_WRITE ||
-	       wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 }
 
 void r2cc_wr_copy(struct ibv_send_wr *dst, const struct ibv_send_wr *wr,
@@ -198,31 +206,50 @@ void r2cc_wr_copy(struct ibv_send_wr *dst, const struct ibv_send_wr *wr,
 int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
 {
 	struct r2cc_sendlog_ent *e;
-	uint64_t len;
+	struct ibv_sge *sge;
+	uint64_t len = 0;
 	uint32_t s;
-	int n;
+	int n, i;
 
 	if (log->frozen)
 		return -EBUSY;
 	if (!log->started || wr->num_sge < 0 ||
 	    (uint32_t)wr->num_sge > log->max_sge)
 		return -EINVAL;
-	len = r2cc_wr_len(wr);
-	if (r2cc_wr_inline(wr) && len > log->max_inline)
-		return -EINVAL;
-	n = r2cc_psn_npkts(wr->opcode, len, log->mtu);
-	if (n < 0)
-		return n;
-	if ((uint32_t)n > R2CC_PSN_WINDOW - log->out_pkts ||
-	    (log->count == log->cap && grow(log)))
+	if (log->count == log->cap && grow(log))
 		return -ENOSPC;
-
+	/* Copied into the next slot, not yet taken: the program may reuse
+	 * its SGE array and inline buffer once post returns */
 	s = slot(log, log->count);
 	e = &log->ent[s];
-	/* The program may reuse its SGE array and inline buffer once post
-	 * returns */
-	r2cc_wr_copy(&e->wr, wr, &log->sge[(size_t)s * log->max_sge],
-		     &log->inl[(size_t)s * log->max_inline]);
+	sge = &log->sge[(size_t)s * log->max_sge];
+	if (__builtin_expect(r2cc_wr_inline(wr), 0)) {
+		len = r2cc_wr_len(wr);
+		if (len > log->max_inline)
+			return -EINVAL;
+		r2cc_wr_copy(&e->wr, wr, sge,
+			     &log->inl[(size_t)s * log->max_inline]);
+	} else {
+		e->wr = *wr;
+		e->wr.next = NULL;
+		e->wr.sg_list = sge;
+		for (i = 0; i < wr->num_sge; i++) {
+			sge[i] = wr->sg_list[i];
+			len += sge[i].length;
+		}
+	}
+	/* WRITE, WRITE_WITH_IMM, SEND, SEND_WITH_IMM within one MTU (an
+	 * empty one too): one packet */
+	_Static_assert(IBV_WR_RDMA_WRITE == 0 &&
+			       IBV_WR_RDMA_WRITE_WITH_IMM == 1 &&
+			       IBV_WR_SEND == 2 && IBV_WR_SEND_WITH_IMM == 3,
+		       "verbs' send opcodes");
+	if (wr->opcode <= IBV_WR_SEND_WITH_IMM && len <= log->mtu)
+		n = 1;
+	else if ((n = r2cc_psn_npkts(wr->opcode, len, log->mtu)) < 0)
+		return n;
+	if ((uint32_t)n > R2CC_PSN_WINDOW - log->out_pkts)
+		return -ENOSPC;
 	e->len = len;
 	e->first_psn = log->next_psn;
 	e->npkts = (uint32_t)n;
@@ -230,6 +257,12 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
 	e->forced = false;
 	e->reread = false;
 	e->disp = R2CC_SL_NEW;
+	e->seq = log->seq++;
+	log->consumers += r2cc_wr_consumes_recv(wr->opcode);
+	e->consumers = log->consumers;
+	if (e->signaled)
+		log->sig[r2cc_ring_slot(log->sig_head, log->sig_n++, log->cap)] =
+			e->seq;
 	log->next_psn = r2cc_psn_add(log->next_psn, (uint32_t)n);
 	log->out_pkts += (uint32_t)n;
 	log->count++;
@@ -243,6 +276,17 @@ int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
 	const struct r2cc_sendlog_ent *e;
 	uint32_t i;
 
+	if (!log->marked) {
+		/* No move's marks: the oldest signaled one */
+		if (!log->sig_n)
+			return -ENOENT;
+		i = log->sig[log->sig_head] - at(log, 0)->seq;
+		e = at(log, i);
+		if (e->wr.wr_id != wr_id ||
+		    r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
+			return -EPROTO;
+		return (int)i;
+	}
 	for (i = 0; i < log->count; i++) {
 		e = at(log, i);
 		/* DONE entries were never posted where this came from */
@@ -256,20 +300,64 @@ int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
 	return -ENOENT;
 }
 
-int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
+/* Does @e carry a move's mark? */
+static bool is_marked(const struct r2cc_sendlog_ent *e)
+{
+	return e->disp != R2CC_SL_NEW || e->forced;
+}
+
+/* The entries a move marked, counted again (after it marked them) */
+static void count_marked(struct r2cc_sendlog *log)
 {
 	uint32_t i;
 
+	log->marked = 0;
+	for (i = 0; i < log->count; i++)
+		log->marked += is_marked(at(log, i));
+}
+
+int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
+{
+	uint32_t i, seq;
+
 	if (n > log->count)
 		return -EINVAL;
-	for (i = 0; i < n; i++)
-		log->out_pkts -= at(log, i)->npkts;
+	if (!n)
+		return 0;
+	for (i = 0; log->marked && i < n; i++)
+		log->marked -= is_marked(at(log, i));
+	seq = at(log, 0)->seq + n;
+	while (log->sig_n && (int32_t)(log->sig[log->sig_head] - seq) < 0) {
+		log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
+		log->sig_n--;
+	}
 	log->head = slot(log, n);
 	log->count -= n;
-	if (n)
-		log->lead = 0;
+	/* Entry i + 1 starts where entry i ends, next_psn where the newest
+	 * does */
+	log->out_pkts = log->count ?
+				(uint32_t)r2cc_psn_diff(log->next_psn,
+							at(log, 0)->first_psn) :
+				0;
+	log->lead = 0;
 	log->st.retired += n;
 	return (int)n;
+}
+
+uint32_t r2cc_sendlog_consumers(const struct r2cc_sendlog *log, uint32_t n)
+{
+	const struct r2cc_sendlog_ent *first;
+
+	if (!n || n > log->count)
+		return 0;
+	first = at(log, 0);
+	return at(log, n - 1)->consumers - first->consumers +
+	       r2cc_wr_consumes_recv(first->wr.opcode);
+}
+
+bool r2cc_sendlog_marked(const struct r2cc_sendlog *log)
+{
+	return log->marked;
 }
 
 int r2cc_sendlog_complete(struct r2cc_sendlog *log, uint64_t wr_id,
@@ -446,6 +534,7 @@ int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		eoff += e->npkts;
 	}
 	force_signals(log);
+	count_marked(log);
 	log->frozen = true;
 	return 0;
 }
@@ -481,6 +570,7 @@ static int rebase(struct r2cc_sendlog *log, uint32_t sq_psn, uint32_t mtu)
 	}
 	log->out_pkts = (uint32_t)total;
 	log->next_psn = sq_psn;
+	count_marked(log);
 	return 0;
 }
 
