@@ -176,25 +176,25 @@ void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why)
 /* Does @wr's chain bind or invalidate a memory window? */
 static bool mw_op(const struct ibv_send_wr *wr)
 {
+	const uint32_t mw = 1u << IBV_WR_BIND_MW | 1u << IBV_WR_LOCAL_INV |
+			    1u << IBV_WR_SEND_WITH_INV;
+
 	for (; wr; wr = wr->next)
-		if (wr->opcode == IBV_WR_BIND_MW ||
-		    wr->opcode == IBV_WR_LOCAL_INV ||
-		    wr->opcode == IBV_WR_SEND_WITH_INV)
+		if (wr->opcode < 32 && (mw >> wr->opcode & 1))
 			return true;
 	return false;
 }
 
-int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
-		       struct ibv_send_wr **bad,
-		       int (*post)(struct ibv_qp *, struct ibv_send_wr *,
-				   struct ibv_send_wr **))
+/* r2cc_mig_post_send() off its common path: lock held */
+static int post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad,
+		     int (*post)(struct ibv_qp *, struct ibv_send_wr *,
+				 struct ibv_send_wr **))
 {
 	struct ibv_send_wr *w, *stop = NULL;
 	int ret = 0, err, side;
 	uint32_t tune;
 
-	r2cc_qlock_lock(&mq->lock);
-	mq->psend = post;
 	/* A window bound or invalidated cannot be replayed on another rail
 	 * (nor its rkey translated there): refused before it is posted. */
 	if (r2cc_mig_logs(mq) && mw_op(wr))
@@ -203,14 +203,14 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	tune = atomic_load_explicit(&mq->tune, memory_order_relaxed);
 	if ((tune == R2CC_TUNE_DUE || tune == R2CC_TUNE_SQD) &&
 	    r2cc_mig_untune_post(mq, wr, bad, &ret))
-		goto out;
+		return ret;
 	side = side_of(mq, mq->life == R2CC_LIFE_SENDS);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
 		if (ret)
 			stop = *bad;
 		if (!r2cc_mig_logs(mq))
-			goto out;
+			return ret;
 	}
 	for (w = wr; w && w != stop; w = w->next) {
 		if (side == 1 && (err = r2cc_mig_backup_send(mq, w))) {
@@ -233,7 +233,39 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		if (side < 0)
 			mq->unposted_sends++;
 	}
-out:
+	return ret;
+}
+
+int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad,
+		       int (*post)(struct ibv_qp *, struct ibv_send_wr *,
+				   struct ibv_send_wr **))
+{
+	struct ibv_send_wr *w, *stop = NULL;
+	int ret;
+
+	r2cc_qlock_lock(&mq->lock);
+	mq->psend = post;
+	/* The common case: protected on the program's own QP, no memory
+	 * window in the chain; posted, then logged */
+	if (__builtin_expect(mq->life != R2CC_LIFE_RUN || mq->on_backup ||
+				     mw_op(wr),
+			     0)) {
+		ret = post_send(mq, wr, bad, post);
+		r2cc_qlock_unlock(&mq->lock);
+		return ret;
+	}
+	ret = post(mq->qp, wr, bad);
+	if (ret)
+		stop = *bad;
+	for (w = wr; w != stop; w = w->next) {
+		int err = r2cc_sendlog_append(mq->slog, w);
+
+		if (__builtin_expect(err, 0)) {
+			r2cc_mig_give_up(mq, "send log", err);
+			break;
+		}
+	}
 	r2cc_qlock_unlock(&mq->lock);
 	return ret;
 }
