@@ -10,11 +10,12 @@
  * 2N WRs, so their difference over N is the cost of one WR, set-up
  * excluded. Every completion is checked (order, status, count).
  *
- * usage: bench_path CASE [native]
+ * usage: bench_path CASE [native|shim]
  *   CASE: write (64 B RDMA WRITE, 1 in 16 signaled), sigall (every one
  *   signaled), send (SEND and its receive, 1 in 16 signaled), moved (write,
  *   after the QP moved to its standby); native: the provider's own ops, the
- *   shim not in them
+ *   shim not in them; shim: the shim's, the QP not protected (no job
+ *   secret)
  */
 #include <criterion/criterion.h> /* tests/unit/tsan's: no runner */
 #include <stdarg.h>
@@ -171,9 +172,12 @@ static struct r2cc_ctx rc;
 static struct r2cc_cq rcq;
 static struct r2cc_qp rqp;
 
+enum how { PROTECTED, NATIVE, SHIM };
+
 /* The protected QP (NCCL-sized), its standby at RTS, seen through the
- * shim unless @native; moved to its standby if @moved. */
-static void bench_setup(bool native, bool moved)
+ * shim unless @how is NATIVE (and protected by it if PROTECTED); moved to
+ * its standby if @moved. */
+static void bench_setup(enum how how, bool moved)
 {
 	start();
 	fo_cap = (struct ibv_qp_cap){ .max_send_wr = 512,
@@ -194,21 +198,22 @@ static void bench_setup(bool native, bool moved)
 	provider_ops(&pctx);
 	prim.qp.context = &pctx;
 	pcq.context = &pctx;
-	if (native)
+	if (how == NATIVE)
 		return;
 	cr_assert_eq(r2cc_map_init(&r2cc_shim.reg), 0);
 	cr_assert_eq(r2cc_map_init(&r2cc_shim.qpn), 0);
-	r2cc_shim.protecting = true;
+	r2cc_shim.protecting = how == PROTECTED;
 	rc = (struct r2cc_ctx){ .type = R2CC_OBJ_CTX, .ctx = &pctx, .id = 1 };
 	r2cc_ops_patch(&rc);
-	rcq = (struct r2cc_cq){
-		.type = R2CC_OBJ_CQ, .cq = &pcq, .ctx = &rc, .mc = mc
-	};
+	rcq = (struct r2cc_cq){ .type = R2CC_OBJ_CQ,
+				.cq = &pcq,
+				.ctx = &rc,
+				.mc = how == PROTECTED ? mc : NULL };
 	rqp = (struct r2cc_qp){ .type = R2CC_OBJ_QP,
 				.qp = &prim.qp,
 				.ctx = &rc,
 				.qpn = prim.qp.qp_num,
-				.mig = mq };
+				.mig = how == PROTECTED ? mq : NULL };
 	rqp.st = &rqp.st_own;
 	cr_assert_eq(r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)&pctx, &rc), 0);
 	cr_assert_eq(r2cc_map_insert(&r2cc_shim.reg, (uintptr_t)&pcq, &rcq), 0);
@@ -301,7 +306,10 @@ int main(int argc, char **argv)
 {
 	struct loop l = { .op = IBV_WR_RDMA_WRITE, .sig_every = SIG_EVERY };
 	const char *c = argc > 1 ? argv[1] : "";
-	bool native = argc > 2 && !strcmp(argv[2], "native");
+	const char *h = argc > 2 ? argv[2] : "";
+	enum how how = !strcmp(h, "native") ? NATIVE :
+		       !strcmp(h, "shim")   ? SHIM :
+					      PROTECTED;
 	bool moved = !strcmp(c, "moved");
 
 	if (!strcmp(c, "sigall"))
@@ -310,14 +318,14 @@ int main(int argc, char **argv)
 		l.op = IBV_WR_SEND;
 	else if (strcmp(c, "write") && !moved) {
 		fprintf(stderr, "usage: bench_path write|sigall|send|moved "
-				"[native]\n");
+				"[native|shim]\n");
 		return 2;
 	}
-	if (native && moved) {
-		fprintf(stderr, "bench_path: moved has no native case\n");
+	if ((how != PROTECTED && moved) || (how == PROTECTED && *h)) {
+		fprintf(stderr, "bench_path: moved is protected only\n");
 		return 2;
 	}
-	bench_setup(native, moved);
+	bench_setup(how, moved);
 	/* once unmeasured: the logs grown to what the window needs */
 	if (run(&l, 4 * WINDOW) || bench_small(&l) || bench_large(&l)) {
 		fprintf(stderr, "bench_path: %s: a completion went wrong\n", c);
@@ -329,7 +337,7 @@ int main(int argc, char **argv)
 			r2cc_mig_state(mq));
 		return 1;
 	}
-	printf("bench_path: %s%s: %d + %d WRs done\n", c,
-	       native ? " native" : "", N, 2 * N);
+	printf("bench_path: %s %s: %d + %d WRs done\n", c, *h ? h : "protected",
+	       N, 2 * N);
 	return 0;
 }

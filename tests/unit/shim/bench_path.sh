@@ -3,7 +3,8 @@
 # bench_path.sh BENCH [SANITIZE]: the instructions the protected data path
 # adds per WR (shim/datapath.c and migrate/, over bench_path.c's provider
 # that costs next to nothing), counted by callgrind, each case beside the
-# same loop on the provider alone. Per WR: (I(2N) - I(N)) / N of the
+# same loop on the provider alone and (but after a move) through the shim
+# with the QP unprotected. Per WR: (I(2N) - I(N)) / N of the
 # loops bench_large and bench_small, so set-up cancels out. Without
 # valgrind, or in a sanitizer build (SANITIZE not "none"), each case runs
 # once natively: every completion checked, nothing counted.
@@ -18,7 +19,8 @@ if [ "$san" != none ] || ! command -v valgrind > /dev/null ||
 	! command -v callgrind_annotate > /dev/null; then
 	for c in "${cases[@]}"; do
 		"$bench" "$c" || exit 1
-		[ "$c" = moved ] || "$bench" "$c" native || exit 1
+		[ "$c" = moved ] && continue
+		"$bench" "$c" native && "$bench" "$c" shim || exit 1
 	done
 	echo "bench_path: completions checked; not counted (no valgrind, or sanitizer $san)"
 	exit 0
@@ -40,19 +42,21 @@ per_wr() {
 	echo $(( (l - s) / N ))
 }
 
-declare -A native prot
+declare -A native shim prot
 for c in write sigall send; do
-	native[$c]=$(per_wr "$c" native) || exit 1
+	native[$c]=$(per_wr "$c" native) && shim[$c]=$(per_wr "$c" shim) ||
+		exit 1
+	echo "metric bench_path.$c.native_per_wr ${native[$c]}"
+	echo "metric bench_path.$c.shim_added_per_wr $(( shim[$c] - native[$c] ))"
 done
 native[moved]=${native[write]}
 for c in "${cases[@]}"; do
 	prot[$c]=$(per_wr "$c") || exit 1
-	echo "metric bench_path.$c.native_per_wr ${native[$c]}"
-	echo "metric bench_path.$c.protected_per_wr ${prot[$c]}"
-	echo "metric bench_path.$c.added_per_wr $(( prot[$c] - native[$c] ))"
+	echo "metric bench_path.$c.protected_added_per_wr $(( prot[$c] - native[$c] ))"
 done
 echo "protected_added_instructions_per_wr=$(( prot[write] - native[write] ))" \
 	"sigall=$(( prot[sigall] - native[sigall] ))" \
 	"send=$(( prot[send] - native[send] ))" \
 	"moved=$(( prot[moved] - native[moved] ))" \
+	"shim_added_instructions_per_wr=$(( shim[write] - native[write] ))" \
 	"(shim and migrate/ only; provider excluded)"
