@@ -180,11 +180,13 @@ bool r2cc_sendlog_reading(const struct r2cc_sendlog *log);
  * r2cc_sendlog_append() - log one WR the provider accepted
  * @log: the log
  * @wr: the WR (@wr->next is ignored); SGEs and inline bytes are copied
+ * @len: set to its length (r2cc_wr_len()) when logged, unless NULL
  * Return: 0; -ENOSPC (cap WRs or R2CC_PSN_WINDOW PSNs outstanding), -EINVAL
  * (not started, too many SGEs or inline bytes), -EOPNOTSUPP, -EMSGSIZE or
  * -EBUSY (replayed, not restarted): the caller stops protecting the QP.
  */
-int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr);
+int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
+			uint64_t *len);
 /**
  * r2cc_sendlog_match() - which entry a successful send completion is for
  * @log: the log

@@ -82,10 +82,10 @@ int r2cc_mig_backup_send(struct r2cc_mig_qp *mq, const struct ibv_send_wr *wr)
 		/* A zero-length one names no memory, and its R_Key need not
 		 * be valid (IB spec C9-88): UCX flushes with a 0-byte WRITE
 		 * to rkey 0, which no registration translates. */
-		ret = r2cc_wr_len(wr) ?
-			      r2cc_mig_rkey_xlate(mq, wr->wr.rdma.rkey,
-						  &w.wr.rdma.rkey) :
-			      0;
+		ret = r2cc_mig_rkey_xlate(mq, wr->wr.rdma.rkey,
+					  &w.wr.rdma.rkey);
+		if (ret && !r2cc_wr_len(wr))
+			ret = 0;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -220,7 +220,7 @@ static int post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		}
 		if (!r2cc_mig_logs(mq))
 			continue;
-		err = r2cc_sendlog_append(mq->slog, w);
+		err = r2cc_sendlog_append(mq->slog, w, NULL);
 		if (err) {
 			r2cc_mig_give_up(mq, "send log", err);
 			if (side < 0) {
@@ -236,35 +236,55 @@ static int post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* The WRs of @wr before @stop counted as posted (none if !@st) */
+static void count_posted(struct r2cc_qp_stats *st, struct ibv_send_wr *wr,
+			 struct ibv_send_wr *stop)
+{
+	for (; st && wr && wr != stop; wr = wr->next)
+		r2cc_stat_posted(st, wr->opcode, r2cc_wr_len(wr));
+}
+
 int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad,
 		       int (*post)(struct ibv_qp *, struct ibv_send_wr *,
-				   struct ibv_send_wr **))
+				   struct ibv_send_wr **),
+		       struct r2cc_qp_stats *st)
 {
 	struct ibv_send_wr *w, *stop = NULL;
+	uint64_t len;
 	int ret;
 
 	r2cc_qlock_lock(&mq->lock);
 	mq->psend = post;
-	/* The common case: protected on the program's own QP, no memory
-	 * window in the chain; posted, then logged */
-	if (__builtin_expect(mq->life != R2CC_LIFE_RUN || mq->on_backup ||
-				     mw_op(wr),
-			     0)) {
+	/* The common case: protected, on the program's QP or (moved) its
+	 * backup, no memory window in the chain; posted, then logged and
+	 * counted in one pass */
+	if (__builtin_expect(mq->life != R2CC_LIFE_RUN || mw_op(wr), 0)) {
 		ret = post_send(mq, wr, bad, post);
 		r2cc_qlock_unlock(&mq->lock);
+		count_posted(st, wr, ret ? *bad : NULL);
 		return ret;
 	}
-	ret = post(mq->qp, wr, bad);
+	ret = mq->on_backup ? 0 : post(mq->qp, wr, bad);
 	if (ret)
 		stop = *bad;
 	for (w = wr; w != stop; w = w->next) {
-		int err = r2cc_sendlog_append(mq->slog, w);
+		int err;
+
+		if (mq->on_backup && (err = r2cc_mig_backup_send(mq, w))) {
+			*bad = w;
+			ret = -err;
+			break;
+		}
+		err = r2cc_sendlog_append(mq->slog, w, &len);
 
 		if (__builtin_expect(err, 0)) {
 			r2cc_mig_give_up(mq, "send log", err);
+			count_posted(st, w, stop);
 			break;
 		}
+		if (st)
+			r2cc_stat_posted(st, w->opcode, len);
 	}
 	r2cc_qlock_unlock(&mq->lock);
 	return ret;

@@ -225,11 +225,14 @@ void r2cc_mig_rail_loads(uint32_t *n, int nrail);
 uint32_t r2cc_mig_state(const struct r2cc_mig_qp *mq);
 
 /* The data path of a QP with protection state (post.c, complete.c). Posts:
- * ibv_post_send/recv's contract; @post is the provider's. */
+ * ibv_post_send/recv's contract; @post is the provider's. A send's WRs
+ * that the post took are counted in @st (unless NULL), in the same pass
+ * that logs them. */
 int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad,
 		       int (*post)(struct ibv_qp *, struct ibv_send_wr *,
-				   struct ibv_send_wr **));
+				   struct ibv_send_wr **),
+		       struct r2cc_qp_stats *st);
 int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad,
 		       int (*post)(struct ibv_qp *, struct ibv_recv_wr *,

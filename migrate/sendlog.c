@@ -203,7 +203,8 @@ void r2cc_wr_copy(struct ibv_send_wr *dst, const struct ibv_send_wr *wr,
 	}
 }
 
-int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
+int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
+			uint64_t *lenp)
 {
 	struct r2cc_sendlog_ent *e;
 	struct ibv_sge *sge;
@@ -267,6 +268,8 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr)
 	log->out_pkts += (uint32_t)n;
 	log->count++;
 	log->st.appended++;
+	if (lenp)
+		*lenp = len;
 	return 0;
 }
 

@@ -7,6 +7,7 @@
 #ifndef R2CC_POLICY_STATUS_H
 #define R2CC_POLICY_STATUS_H
 
+#include <infiniband/verbs.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -39,6 +40,39 @@ struct r2cc_qp_stats {
 	_Atomic uint64_t polled_err;
 	_Atomic uint64_t bytes_polled; /* byte_len of receive completions */
 };
+
+/* @n more on @c: a relaxed load and store, no locked read-modify-write on
+ * the data path. */
+static inline void r2cc_stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+/* One send-queue WR of @op posted, @bytes long (its SGEs' lengths). */
+static inline void r2cc_stat_posted(struct r2cc_qp_stats *st, unsigned int op,
+				    uint64_t bytes)
+{
+	static const uint8_t idx[] = {
+		[IBV_WR_RDMA_WRITE] = R2CC_ST_WRITE,
+		[IBV_WR_RDMA_WRITE_WITH_IMM] = R2CC_ST_WRITE_IMM,
+		[IBV_WR_SEND] = R2CC_ST_SEND,
+		[IBV_WR_SEND_WITH_IMM] = R2CC_ST_SEND_IMM,
+		[IBV_WR_RDMA_READ] = R2CC_ST_READ,
+		[IBV_WR_ATOMIC_CMP_AND_SWP] = R2CC_ST_ATOMIC,
+		[IBV_WR_ATOMIC_FETCH_AND_ADD] = R2CC_ST_ATOMIC,
+		[IBV_WR_LOCAL_INV] = R2CC_ST_OTHER,
+		[IBV_WR_BIND_MW] = R2CC_ST_OTHER,
+		[IBV_WR_SEND_WITH_INV] = R2CC_ST_SEND,
+		[IBV_WR_TSO] = R2CC_ST_OTHER,
+		[IBV_WR_DRIVER1] = R2CC_ST_OTHER,
+	};
+
+	r2cc_stat_add(&st->posted[op < sizeof(idx) ? idx[op] : R2CC_ST_OTHER],
+		      1);
+	r2cc_stat_add(&st->bytes_posted, bytes);
+}
 
 struct r2cc_status_rail {
 	char dev[64];

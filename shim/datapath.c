@@ -25,10 +25,10 @@ static int dp_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 
 	if (unlikely(!q))
 		return ctx_of(qp->context)->post_send(qp, wr, bad);
-	if (unlikely(q->mig))
-		ret = r2cc_mig_post_send(q->mig, wr, bad, q->ctx->post_send);
-	else
-		ret = q->ctx->post_send(qp, wr, bad);
+	if (unlikely(q->mig)) /* (it counts them) */
+		return r2cc_mig_post_send(q->mig, wr, bad, q->ctx->post_send,
+					  q->st);
+	ret = q->ctx->post_send(qp, wr, bad);
 	if (unlikely(ret))
 		stop = *bad; /* WRs before it were posted */
 	for (w = wr; w && w != stop; w = w->next)

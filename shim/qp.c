@@ -112,7 +112,8 @@ static int rec_post(struct r2cc_wr_recorder *rec, struct ibv_send_wr *chain,
 	(void)rec;
 	if (!chain)
 		return 0;
-	return r2cc_mig_post_send(q->mig, chain, &bad, q->ctx->post_send);
+	return r2cc_mig_post_send(q->mig, chain, &bad, q->ctx->post_send,
+				  NULL); /* (counted by batch_done) */
 }
 
 /* An r2cc_qp that was never registered. */

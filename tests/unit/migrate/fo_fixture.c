@@ -473,7 +473,7 @@ void post_sized(uint64_t wr_id, enum ibv_wr_opcode op, uint32_t len,
 
 	wr.wr.rdma.remote_addr = 0x2000;
 	wr.wr.rdma.rkey = 9;
-	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send, NULL), 0);
 }
 
 void post(uint64_t wr_id)

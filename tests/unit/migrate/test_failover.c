@@ -84,7 +84,7 @@ Test(failover, a_zero_length_rdma_write_after_the_move_needs_no_rkey,
 	peer_says(R2CC_CTRL_FAILOVER_ACK, true, 0x501, 0);
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_MIGRATED);
 	/* UCX's flush: no bytes, rkey 0, which the peer never announced */
-	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send, NULL), 0);
 	cr_assert_eq(back.nsent, 1);
 	cr_assert_eq(back.sent[0], 7);
 	cr_assert_eq(back.last_rkey, 0);
@@ -92,7 +92,7 @@ Test(failover, a_zero_length_rdma_write_after_the_move_needs_no_rkey,
 	wr.wr_id = 8;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	cr_assert_neq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_neq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send, NULL), 0);
 	cr_assert_eq(back.nsent, 1);
 }
 
@@ -146,7 +146,7 @@ Test(failover, a_memory_window_operation_is_refused_before_it_is_posted,
 			   *bad;
 
 	post(1);
-	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send, NULL), 0);
 	/* Unprotected before the provider had it: its completion, and the
 	 * ones before it, are the program's, as the provider reports them */
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE);

@@ -115,7 +115,8 @@ static void move(int i, int nwr)
 
 	for (k = 0; k < nwr; k++) {
 		wr.wr_id = WRID(i, k);
-		cr_assert_eq(r2cc_mig_post_send(o->mq, &wr, &bad, f_post_send),
+		cr_assert_eq(r2cc_mig_post_send(o->mq, &wr, &bad, f_post_send,
+						NULL),
 			     0);
 	}
 	memset(&wc, 0, sizeof(wc));

@@ -33,7 +33,7 @@ static int post(struct r2cc_sendlog *log, enum ibv_wr_opcode op, uint64_t wr_id,
 	}
 	wr.wr.rdma.remote_addr = 0xabc000 + wr_id;
 	wr.wr.rdma.rkey = 0x99;
-	return r2cc_sendlog_append(log, &wr);
+	return r2cc_sendlog_append(log, &wr, NULL);
 }
 
 static const struct r2cc_sendlog_ent *ent(struct r2cc_sendlog *log, uint32_t i)
@@ -194,7 +194,7 @@ Test(sendlog, psn_window_bounds_outstanding_packets, .timeout = 5)
 				  .send_flags = SIG };
 
 	r2cc_sendlog_start(log, 0, 0, 256);
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), 0, "2^23 PSNs fit");
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), 0, "2^23 PSNs fit");
 	cr_assert_eq(post(log, IBV_WR_SEND, 2, 0, SIG), -ENOSPC);
 	cr_assert_eq(r2cc_sendlog_complete(log, 1, IBV_WC_RDMA_READ), 1);
 	cr_assert_eq(post(log, IBV_WR_SEND, 2, 0, SIG), 0);
@@ -212,19 +212,21 @@ Test(sendlog, rejects_what_it_cannot_copy_or_count, .timeout = 5)
 				  .opcode = IBV_WR_SEND };
 
 	r2cc_sendlog_start(log, 0, 0, 1024);
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), -EINVAL, "3 SGEs > 2");
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), -EINVAL,
+		     "3 SGEs > 2");
 	wr.num_sge = -1;
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), -EINVAL);
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), -EINVAL);
 	wr.num_sge = 2;
 	wr.send_flags = IBV_SEND_INLINE;
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), 0, "16 inline bytes fit");
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), 0,
+		     "16 inline bytes fit");
 	sge[1].length = 9;
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), -EINVAL, "17 do not");
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), -EINVAL, "17 do not");
 	wr.send_flags = 0;
 	wr.opcode = IBV_WR_TSO;
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), -EOPNOTSUPP);
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), -EOPNOTSUPP);
 	wr.opcode = IBV_WR_ATOMIC_WRITE;
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), -EOPNOTSUPP);
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), -EOPNOTSUPP);
 	cr_assert_eq(outstanding(log), 1);
 	cr_assert_eq(r2cc_sendlog_next_psn(log), 1);
 	r2cc_sendlog_free(log);
@@ -247,7 +249,7 @@ Test(sendlog, inline_data_and_sges_are_copied, .timeout = 5)
 	char got[12] = { 0 };
 
 	r2cc_sendlog_start(log, 0, 0, 1024);
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), 0);
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), 0);
 	/* The program reuses both its inline buffers and its SGE array. */
 	memset(a, 'x', 6);
 	memset(b, 'y', 5);
@@ -259,7 +261,7 @@ Test(sendlog, inline_data_and_sges_are_copied, .timeout = 5)
 	wr.num_sge = 1;
 	wr.send_flags = SIG;
 	wr.opcode = IBV_WR_RDMA_WRITE;
-	cr_assert_eq(r2cc_sendlog_append(log, &wr), 0);
+	cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), 0);
 	sge[0].length = 1;
 	sge[0].lkey = 1;
 
@@ -761,11 +763,11 @@ Test(sendlog, grows_to_its_limit_keeping_entries_and_inline_bytes, .timeout = 5)
 			cr_assert_eq(r2cc_sendlog_complete(log, 1, IBV_WC_SEND),
 				     1);
 		if (i < 11)
-			cr_assert_eq(r2cc_sendlog_append(log, &wr), 0, "WR %u",
-				     i);
+			cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), 0,
+				     "WR %u", i);
 		else
-			cr_assert_eq(r2cc_sendlog_append(log, &wr), -ENOSPC,
-				     "9 outstanding: the limit");
+			cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL),
+				     -ENOSPC, "9 outstanding: the limit");
 		memset(data[i], '-', sizeof(data[i])); /* the program reuses */
 	}
 	cr_assert_eq(outstanding(log), 9);
@@ -822,7 +824,8 @@ Test(sendlog, a_deep_queues_log_starts_small_and_grows, .timeout = 5)
 	for (i = 0; i < 600; i++) {
 		wr.wr_id = i;
 		wr.send_flags = i % 16 == 15 ? SIG : 0;
-		cr_assert_eq(r2cc_sendlog_append(log, &wr), 0, "WR %u", i);
+		cr_assert_eq(r2cc_sendlog_append(log, &wr, NULL), 0, "WR %u",
+			     i);
 	}
 	cr_assert_eq(outstanding(log), 600);
 	cr_assert_eq(ent(log, 599)->first_psn, 100 + 599);

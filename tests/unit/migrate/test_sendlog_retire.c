@@ -28,7 +28,7 @@ static int post(struct r2cc_sendlog *log, enum ibv_wr_opcode op, uint64_t id,
 				  .send_flags = sig ? IBV_SEND_SIGNALED : 0 };
 
 	wr.wr.rdma.rkey = 0x99;
-	return r2cc_sendlog_append(log, &wr);
+	return r2cc_sendlog_append(log, &wr, NULL);
 }
 
 /* What the log should hold: the outstanding WRs, oldest first */

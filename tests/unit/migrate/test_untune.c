@@ -96,7 +96,7 @@ Test(untune, an_inline_send_is_held_as_it_was_posted, .init = lowered)
 
 	prim.draining = true;
 	given_up();
-	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send, NULL), 0);
 	data[0] = 'z'; /* the program's buffer is its own again */
 	prim.draining = false;
 	r2cc_mig_tick();
@@ -117,7 +117,7 @@ Test(untune, a_held_reads_destination_stays_the_programs, .init = lowered)
 
 	prim.draining = true;
 	given_up();
-	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send), 0);
+	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send, NULL), 0);
 	data[0] = 'z'; /* what the READ would land on */
 	prim.draining = false;
 	r2cc_mig_tick();
@@ -143,8 +143,8 @@ Test(untune, a_send_the_queue_could_not_take_is_refused_not_held,
 
 	prim.draining = true;
 	given_up();
-	cr_expect_eq(r2cc_mig_post_send(mq, &one, &bad, f_post_send), EINVAL,
-		     "max_send_sge is 1");
+	cr_expect_eq(r2cc_mig_post_send(mq, &one, &bad, f_post_send, NULL),
+		     EINVAL, "max_send_sge is 1");
 	cr_expect_eq(bad, &two);
 	prim.draining = false;
 	r2cc_mig_tick();

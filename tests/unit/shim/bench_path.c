@@ -311,6 +311,7 @@ int main(int argc, char **argv)
 		       !strcmp(h, "shim")   ? SHIM :
 					      PROTECTED;
 	bool moved = !strcmp(c, "moved");
+	uint64_t wrs;
 
 	if (!strcmp(c, "sigall"))
 		l.sig_every = 1;
@@ -335,6 +336,24 @@ int main(int argc, char **argv)
 	    (moved ? R2CC_PROT_MIGRATED : R2CC_PROT_READY)) {
 		fprintf(stderr, "bench_path: %s: protection ended (%d)\n", c,
 			r2cc_mig_state(mq));
+		return 1;
+	}
+	/* Through the shim, each WR counted once, with its bytes */
+	wrs = how == NATIVE ? 0 : 4 * WINDOW + 3 * N;
+	if (how != NATIVE &&
+	    (rqp.st->posted[l.op == IBV_WR_SEND ? R2CC_ST_SEND :
+						  R2CC_ST_WRITE] != wrs ||
+	     rqp.st->bytes_posted != wrs * WR_SIZE ||
+	     rqp.st->posted_recv != (l.op == IBV_WR_SEND ? wrs : 0))) {
+		fprintf(stderr,
+			"bench_path: %s: %llu WRs, %llu bytes, %llu "
+			"receives counted; %llu posted\n",
+			c,
+			(unsigned long long)(rqp.st->posted[R2CC_ST_SEND] +
+					     rqp.st->posted[R2CC_ST_WRITE]),
+			(unsigned long long)rqp.st->bytes_posted,
+			(unsigned long long)rqp.st->posted_recv,
+			(unsigned long long)wrs);
 		return 1;
 	}
 	printf("bench_path: %s %s: %d + %d WRs done\n", c, *h ? h : "protected",
