@@ -606,3 +606,68 @@ void fo_rail_down(int rail)
 	r2cc_mig_rail_down(rail, R2CC_CAUSE_CARRIER);
 	r2cc_mig_tick();
 }
+
+void fo_extra_on(struct fo_extra *o, int i)
+{
+	struct ibv_qp_attr a;
+
+	o->prim.qp.context = o->back.qp.context = &ctx;
+	o->bcq.cq.context = &ctx;
+	o->prim.qp.qp_num = 0x1000 + (uint32_t)i;
+	o->back.qp.qp_num = 0x2000 + (uint32_t)i;
+	o->mq = r2cc_mig_qp_new(&o->prim.qp, &fo_cap, false, mc, mc, NULL,
+				NULL);
+	cr_assert(o->mq, "QP %d protected", i);
+	r2cc_mig_test_bound(o->mq, &o->back.qp, &o->bcq.cq, PEER,
+			    PEER_QPN + 1 + (uint32_t)i, 0x100);
+	memset(&a, 0, sizeof(a));
+	a.path_mtu = IBV_MTU_1024;
+	a.sq_psn = 0x500;
+	cr_assert_eq(r2cc_mig_rts(o->mq, &a), 0);
+}
+
+/* The peer's @type for the @i-th extra QP: WR 1 not executed */
+static void extra_peer_says(int i, uint8_t type)
+{
+	struct r2cc_ctrl_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = type;
+	m.failover.qpn = PEER_QPN + 1 + (uint32_t)i;
+	m.failover.reason = R2CC_CTRL_WHY_CQ_ERROR;
+	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
+	m.failover.rq_psn = 0x500;
+	r2cc_mig_test_peer_says(PEER, &m);
+}
+
+void fo_extra_moves(struct fo_extra *o, int i, int nwr, uint64_t id)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
+	struct ibv_send_wr wr = { .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	struct ibv_wc wc;
+	int k;
+
+	for (k = 0; k < nwr; k++) {
+		wr.wr_id = id + (uint64_t)k;
+		cr_assert_eq(r2cc_mig_post_send(o->mq, &wr, &bad, f_post_send,
+						NULL),
+			     0);
+	}
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = id;
+	wc.status = IBV_WC_RETRY_EXC_ERR;
+	wc.opcode = IBV_WC_SEND;
+	wc.qp_num = o->prim.qp.qp_num;
+	cr_assert_eq(r2cc_mig_wc(o->mq, mc, &wc, false), 0, "hidden");
+	extra_peer_says(i, R2CC_CTRL_FAILOVER);
+	extra_peer_says(i, R2CC_CTRL_FAILOVER_ACK);
+	cr_assert_eq(r2cc_mig_state(o->mq), R2CC_PROT_MIGRATED, "QP %d", i);
+	cr_assert_eq(o->back.nsent, nwr, "QP %d: its WRs replayed", i);
+	for (k = 0; k < nwr; k++)
+		add_wc(&o->bcq, id + (uint64_t)k, IBV_WC_SUCCESS, IBV_WC_SEND,
+		       o->back.qp.qp_num);
+}

@@ -157,6 +157,21 @@ void fo_peer_fb(uint8_t phase, uint8_t flags, uint32_t psn);
 void fo_on_the_standby(void);
 /* The same, rail 0 left down */
 void fo_to_the_standby(void);
+
+/* Another protected QP on the same program CQ (mc), with its own backup
+ * and backup CQ, bound to the played peer's QP PEER_QPN + 1 + i */
+struct fo_extra {
+	struct fake_qp prim, back;
+	struct fake_cq bcq;
+	struct r2cc_mig_qp *mq;
+};
+/* @o made as the @i-th extra QP (QPN 0x1000 + @i, its backup 0x2000 +
+ * @i), READY at RTS, with fo_cap */
+void fo_extra_on(struct fo_extra *o, int i);
+/* @o (the @i-th) moves: @nwr signaled SENDs posted (wr_ids from @id on),
+ * its path fails, the peer moves its end; they are replayed on its
+ * backup and complete there (in its bcq, not yet polled) */
+void fo_extra_moves(struct fo_extra *o, int i, int nwr, uint64_t id);
 /* @rail's carrier lost: the event, then a tick */
 void fo_rail_down(int rail);
 

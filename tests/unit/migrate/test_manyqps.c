@@ -24,13 +24,7 @@
 
 #define NQ 200 /* more than a CQ's list ever held before it grew */
 
-struct one {
-	struct fake_qp prim, back;
-	struct fake_cq bcq;
-	struct r2cc_mig_qp *mq;
-};
-
-static struct one *qs;
+static struct fo_extra *qs;
 static int narmed;
 
 static int count_arm(struct ibv_cq *cq, int solicited)
@@ -43,33 +37,13 @@ static int count_arm(struct ibv_cq *cq, int solicited)
 
 static void many_setup(void)
 {
-	struct ibv_qp_cap cap = { .max_send_wr = 8,
-				  .max_recv_wr = 8,
-				  .max_send_sge = 1,
-				  .max_recv_sge = 1 };
-	struct ibv_qp_attr a;
 	int i;
 
 	setup();
 	qs = calloc(NQ, sizeof(*qs));
 	cr_assert(qs);
-	for (i = 0; i < NQ; i++) {
-		struct one *o = &qs[i];
-
-		o->prim.qp.context = o->back.qp.context = &ctx;
-		o->bcq.cq.context = &ctx;
-		o->prim.qp.qp_num = 0x1000 + i;
-		o->back.qp.qp_num = 0x2000 + i;
-		o->mq = r2cc_mig_qp_new(&o->prim.qp, &cap, false, mc, mc, NULL,
-					NULL);
-		cr_assert(o->mq, "QP %d protected", i);
-		r2cc_mig_test_bound(o->mq, &o->back.qp, &o->bcq.cq, PEER,
-				    PEER_QPN + 1 + i, 0x100);
-		memset(&a, 0, sizeof(a));
-		a.path_mtu = IBV_MTU_1024;
-		a.sq_psn = 0x500;
-		cr_assert_eq(r2cc_mig_rts(o->mq, &a), 0);
-	}
+	for (i = 0; i < NQ; i++)
+		fo_extra_on(&qs[i], i);
 }
 
 static void many_teardown(void)
@@ -84,54 +58,12 @@ static void many_teardown(void)
 	teardown();
 }
 
-static void say(int i, uint8_t type)
-{
-	struct r2cc_ctrl_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = type;
-	m.failover.qpn = PEER_QPN + 1 + i;
-	m.failover.reason = R2CC_CTRL_WHY_CQ_ERROR;
-	m.failover.flags = R2CC_CTRL_FO_PSN_VALID;
-	m.failover.rq_psn = 0x500; /* WR 1 not executed: replayed */
-	r2cc_mig_test_peer_says(PEER, &m);
-}
-
 #define WRID(i, k) ((uint64_t)(i) << 8 | (k))
 
-/* QP @i: @nwr WRs posted, its path fails, the peer moves its end: the WRs
- * are replayed on the standby and complete there. */
+/* QP @i moves with @nwr WRs outstanding, replayed on its standby */
 static void move(int i, int nwr)
 {
-	struct ibv_sge sge = { .addr = 0x1000, .length = 100, .lkey = 7 };
-	struct ibv_send_wr wr = { .sg_list = &sge,
-				  .num_sge = 1,
-				  .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED },
-			   *bad;
-	struct one *o = &qs[i];
-	struct ibv_wc wc;
-	int k;
-
-	for (k = 0; k < nwr; k++) {
-		wr.wr_id = WRID(i, k);
-		cr_assert_eq(r2cc_mig_post_send(o->mq, &wr, &bad, f_post_send,
-						NULL),
-			     0);
-	}
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = WRID(i, 0);
-	wc.status = IBV_WC_RETRY_EXC_ERR;
-	wc.opcode = IBV_WC_SEND;
-	wc.qp_num = o->prim.qp.qp_num;
-	cr_assert_eq(r2cc_mig_wc(o->mq, mc, &wc, false), 0, "hidden");
-	say(i, R2CC_CTRL_FAILOVER);
-	say(i, R2CC_CTRL_FAILOVER_ACK);
-	cr_assert_eq(r2cc_mig_state(o->mq), R2CC_PROT_MIGRATED, "QP %d", i);
-	cr_assert_eq(o->back.nsent, nwr, "QP %d: its WRs replayed", i);
-	for (k = 0; k < nwr; k++)
-		add_wc(&o->bcq, WRID(i, k), IBV_WC_SUCCESS, IBV_WC_SEND,
-		       o->back.qp.qp_num);
+	fo_extra_moves(&qs[i], i, nwr, WRID(i, 0));
 }
 
 Test(manyqps, every_moved_qps_completions_reach_the_program, .init = many_setup,

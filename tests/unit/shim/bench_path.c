@@ -13,9 +13,10 @@
  * usage: bench_path CASE [native|shim]
  *   CASE: write (64 B RDMA WRITE, 1 in 16 signaled), sigall (every one
  *   signaled), send (SEND and its receive, 1 in 16 signaled), moved (write,
- *   after the QP moved to its standby); native: the provider's own ops, the
- *   shim not in them; shim: the shim's, the QP not protected (no job
- *   secret)
+ *   after the QP moved to its standby), poll (an empty poll of the CQ with
+ *   another NPOLLQ protected QPs on it), pollmoved (the same, those QPs
+ *   moved to their standbys); native: the provider's own ops, the shim not
+ *   in them; shim: the shim's, the QPs not protected (no job secret)
  */
 #include <criterion/criterion.h> /* tests/unit/tsan's: no runner */
 #include <stdarg.h>
@@ -148,6 +149,8 @@ static int b_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct ring *r = &rings[cq == &bcq.cq];
 	int got = 0;
 
+	if (cq != &pcq && cq != &bcq.cq)
+		return 0; /* an extra QP's backup CQ: nothing on it */
 	while (got < n && r->head != r->tail)
 		wc[got++] = r->wc[r->head++ % RING];
 	return got;
@@ -168,6 +171,26 @@ static void provider_ops(struct ibv_context *c)
 	c->ops.req_notify_cq = b_req_notify;
 }
 
+#define NPOLLQ 64
+static struct fo_extra extra[NPOLLQ];
+
+/* NPOLLQ more protected QPs on the program's CQ; moved to their standbys
+ * if @moved (their replayed WR polled there) */
+static void extra_qps(bool moved)
+{
+	struct ibv_wc wc[8];
+	int i;
+
+	fo_capture = true; /* (what they tell the peer) */
+	for (i = 0; i < NPOLLQ; i++) {
+		fo_extra_on(&extra[i], i);
+		if (moved)
+			fo_extra_moves(&extra[i], i, 1, 0x7000 + (uint64_t)i);
+	}
+	for (i = 0; moved && i < NPOLLQ;)
+		i += r2cc_mig_poll_more(mc, 8, wc);
+}
+
 static struct r2cc_ctx rc;
 static struct r2cc_cq rcq;
 static struct r2cc_qp rqp;
@@ -176,8 +199,9 @@ enum how { PROTECTED, NATIVE, SHIM };
 
 /* The protected QP (NCCL-sized), its standby at RTS, seen through the
  * shim unless @how is NATIVE (and protected by it if PROTECTED); moved to
- * its standby if @moved. */
-static void bench_setup(enum how how, bool moved)
+ * its standby if @moved; NPOLLQ more on its CQ if @more, moved if
+ * @xmoved. */
+static void bench_setup(enum how how, bool moved, bool more, bool xmoved)
 {
 	start();
 	fo_cap = (struct ibv_qp_cap){ .max_send_wr = 512,
@@ -192,6 +216,8 @@ static void bench_setup(enum how how, bool moved)
 		for (uint32_t k = 2; k <= 9; k++)
 			r2cc_mig_test_peer_mr(PEER, 1, k, 0x10000 | k);
 	}
+	if (more)
+		extra_qps(xmoved);
 	/* r2cc's own rail contexts are not the shim's: the backup posts and
 	 * polls on the provider straight */
 	provider_ops(&ctx);
@@ -225,6 +251,7 @@ static void bench_setup(enum how how, bool moved)
 }
 
 struct loop {
+	bool empty; /* polls of the empty CQ, no WR */
 	enum ibv_wr_opcode op;
 	unsigned int sig_every;
 	uint64_t next_id; /* the first WR's id (ids run on across loops) */
@@ -251,6 +278,12 @@ static inline int run(struct loop *l, long n)
 
 	wr.wr.rdma.remote_addr = 0x2000;
 	wr.wr.rdma.rkey = 9;
+	if (l->empty) {
+		for (; n; n--)
+			if (ibv_poll_cq(&pcq, POLL_BATCH, wc))
+				return -1;
+		return 0;
+	}
 	while (done < end) {
 		while (posted < end && posted - done < WINDOW) {
 			if (l->op == IBV_WR_SEND) {
@@ -310,23 +343,28 @@ int main(int argc, char **argv)
 	enum how how = !strcmp(h, "native") ? NATIVE :
 		       !strcmp(h, "shim")   ? SHIM :
 					      PROTECTED;
-	bool moved = !strcmp(c, "moved");
+	bool moved = !strcmp(c, "moved"), polls = !strcmp(c, "pollmoved");
 	uint64_t wrs;
 
 	if (!strcmp(c, "sigall"))
 		l.sig_every = 1;
 	else if (!strcmp(c, "send"))
 		l.op = IBV_WR_SEND;
+	else if (!strcmp(c, "poll"))
+		l.empty = true;
+	else if (polls)
+		l.empty = true;
 	else if (strcmp(c, "write") && !moved) {
-		fprintf(stderr, "usage: bench_path write|sigall|send|moved "
-				"[native|shim]\n");
+		fprintf(stderr, "usage: bench_path write|sigall|send|moved|"
+				"poll|pollmoved [native|shim]\n");
 		return 2;
 	}
-	if ((how != PROTECTED && moved) || (how == PROTECTED && *h)) {
-		fprintf(stderr, "bench_path: moved is protected only\n");
+	if ((how != PROTECTED && (moved || polls)) ||
+	    (how == PROTECTED && *h)) {
+		fprintf(stderr, "bench_path: %s: protected only\n", c);
 		return 2;
 	}
-	bench_setup(how, moved);
+	bench_setup(how, moved, l.empty, polls);
 	/* once unmeasured: the logs grown to what the window needs */
 	if (run(&l, 4 * WINDOW) || bench_small(&l) || bench_large(&l)) {
 		fprintf(stderr, "bench_path: %s: a completion went wrong\n", c);
@@ -338,9 +376,16 @@ int main(int argc, char **argv)
 			r2cc_mig_state(mq));
 		return 1;
 	}
+	for (int i = 0; l.empty && i < NPOLLQ; i++)
+		if (r2cc_mig_state(extra[i].mq) !=
+		    (polls ? R2CC_PROT_MIGRATED : R2CC_PROT_READY)) {
+			fprintf(stderr, "bench_path: %s: QP %d not as set\n", c,
+				i);
+			return 1;
+		}
 	/* Through the shim, each WR counted once, with its bytes */
-	wrs = how == NATIVE ? 0 : 4 * WINDOW + 3 * N;
-	if (how != NATIVE &&
+	wrs = how == NATIVE || l.empty ? 0 : 4 * WINDOW + 3 * N;
+	if (how != NATIVE && !l.empty &&
 	    (rqp.st->posted[l.op == IBV_WR_SEND ? R2CC_ST_SEND :
 						  R2CC_ST_WRITE] != wrs ||
 	     rqp.st->bytes_posted != wrs * WR_SIZE ||

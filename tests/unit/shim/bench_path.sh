@@ -4,14 +4,15 @@
 # adds per WR (shim/datapath.c and migrate/, over bench_path.c's provider
 # that costs next to nothing), counted by callgrind, each case beside the
 # same loop on the provider alone and (but after a move) through the shim
-# with the QP unprotected. Per WR: (I(2N) - I(N)) / N of the
+# with the QP unprotected; and what an empty poll of a CQ with 64 more
+# protected QPs on it adds, before and after they moved. Per WR: (I(2N) - I(N)) / N of the
 # loops bench_large and bench_small, so set-up cancels out. Without
 # valgrind, or in a sanitizer build (SANITIZE not "none"), each case runs
 # once natively: every completion checked, nothing counted.
 set -u
 bench=$1 san=${2:-none}
 N=2000 # bench_path.c's N
-cases=(write sigall send moved)
+cases=(write sigall send moved poll pollmoved)
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
@@ -19,7 +20,7 @@ if [ "$san" != none ] || ! command -v valgrind > /dev/null ||
 	! command -v callgrind_annotate > /dev/null; then
 	for c in "${cases[@]}"; do
 		"$bench" "$c" || exit 1
-		[ "$c" = moved ] && continue
+		[ "$c" = moved ] || [ "$c" = pollmoved ] && continue
 		"$bench" "$c" native && "$bench" "$c" shim || exit 1
 	done
 	echo "bench_path: completions checked; not counted (no valgrind, or sanitizer $san)"
@@ -43,13 +44,14 @@ per_wr() {
 }
 
 declare -A native shim prot
-for c in write sigall send; do
+for c in write sigall send poll; do
 	native[$c]=$(per_wr "$c" native) && shim[$c]=$(per_wr "$c" shim) ||
 		exit 1
 	echo "metric bench_path.$c.native_per_wr ${native[$c]}"
 	echo "metric bench_path.$c.shim_added_per_wr $(( shim[$c] - native[$c] ))"
 done
 native[moved]=${native[write]}
+native[pollmoved]=${native[poll]}
 for c in "${cases[@]}"; do
 	prot[$c]=$(per_wr "$c") || exit 1
 	echo "metric bench_path.$c.protected_added_per_wr $(( prot[$c] - native[$c] ))"
@@ -58,5 +60,7 @@ echo "protected_added_instructions_per_wr=$(( prot[write] - native[write] ))" \
 	"sigall=$(( prot[sigall] - native[sigall] ))" \
 	"send=$(( prot[send] - native[send] ))" \
 	"moved=$(( prot[moved] - native[moved] ))" \
+	"empty_poll_64qps=$(( prot[poll] - native[poll] ))" \
+	"empty_poll_64qps_moved=$(( prot[pollmoved] - native[pollmoved] ))" \
 	"shim_added_instructions_per_wr=$(( shim[write] - native[write] ))" \
 	"(shim and migrate/ only; provider excluded)"
