@@ -148,10 +148,19 @@ static int stash_behind(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
  */
 static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 {
-	int idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode);
 	const struct r2cc_sendlog_ent *me;
-	bool marked = r2cc_sendlog_marked(mq->slog);
-	int keep = 1;
+	uint32_t consumers;
+	bool marked;
+	int keep = 1, idx;
+
+	/* The common case: no move's marks, nothing queued before it */
+	if (!behind && r2cc_sendlog_complete_next(mq->slog, wc->wr_id,
+						  wc->opcode, &consumers) > 0) {
+		mq->consumers_done += consumers;
+		return 1;
+	}
+	idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode);
+	marked = r2cc_sendlog_marked(mq->slog);
 
 	if (idx < 0) {
 		r2cc_mig_give_up(mq, "a send completion the log does not know",

@@ -211,6 +211,16 @@ int r2cc_sendlog_complete(struct r2cc_sendlog *log, uint64_t wr_id,
 			  enum ibv_wc_opcode opcode);
 /* r2cc_sendlog_retire() - drop the @n oldest entries: @n or -EINVAL */
 int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n);
+/*
+ * r2cc_sendlog_complete_next() - a successful send completion for the
+ * oldest signaled entry, while no move's marks are in the log: it retires
+ * with the entries before it, *@consumers set to how many of them consume
+ * a receive at the peer. Return: entries retired, or -EAGAIN (marks in
+ * the log, or not that entry: r2cc_sendlog_match() and the rest decide;
+ * nothing changed).
+ */
+int r2cc_sendlog_complete_next(struct r2cc_sendlog *log, uint64_t wr_id,
+			       enum ibv_wc_opcode opcode, uint32_t *consumers);
 /* r2cc_sendlog_consumers() - how many of the @n oldest entries consume a
  * receive at the peer (r2cc_wr_consumes_recv()); @n <= entries */
 uint32_t r2cc_sendlog_consumers(const struct r2cc_sendlog *log, uint32_t n);

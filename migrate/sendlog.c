@@ -347,6 +347,35 @@ int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
 	return (int)n;
 }
 
+int r2cc_sendlog_complete_next(struct r2cc_sendlog *log, uint64_t wr_id,
+			       enum ibv_wc_opcode opcode, uint32_t *consumers)
+{
+	const struct r2cc_sendlog_ent *first, *e;
+	uint32_t n;
+
+	if (log->marked || !log->sig_n)
+		return -EAGAIN;
+	first = at(log, 0);
+	n = log->sig[log->sig_head] - first->seq + 1;
+	e = at(log, n - 1);
+	if (e->wr.wr_id != wr_id || r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
+		return -EAGAIN;
+	*consumers = e->consumers - first->consumers +
+		     r2cc_wr_consumes_recv(first->wr.opcode);
+	/* It is the oldest signaled entry: the only one retiring */
+	log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
+	log->sig_n--;
+	log->head = slot(log, n);
+	log->count -= n;
+	log->out_pkts = log->count ?
+				(uint32_t)r2cc_psn_diff(log->next_psn,
+							at(log, 0)->first_psn) :
+				0;
+	log->lead = 0;
+	log->st.retired += n;
+	return (int)n;
+}
+
 uint32_t r2cc_sendlog_consumers(const struct r2cc_sendlog *log, uint32_t n)
 {
 	const struct r2cc_sendlog_ent *first;
