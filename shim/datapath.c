@@ -78,7 +78,8 @@ static int dp_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 /*
  * @got completions polled into @wc from @kept on, in the program's terms:
  * through migrate/ (logs retired, a fenced QP's hidden), those delivered
- * moved down after the @kept before them. Returns the new count kept.
+ * counted and moved down after the @kept before them. Returns the new
+ * count kept.
  */
 static int take_batch(struct r2cc_ctx *c, struct ibv_cq *cq,
 		      struct r2cc_mig_cq *mc, struct ibv_wc *wc, int kept,
@@ -87,6 +88,7 @@ static int take_batch(struct r2cc_ctx *c, struct ibv_cq *cq,
 	int i, end = kept + got;
 
 	for (i = kept; i < end; i++) {
+		struct r2cc_qp *q;
 		int r;
 
 		/* Pushed since this poll began: a racing move back's
@@ -99,14 +101,29 @@ static int take_batch(struct r2cc_ctx *c, struct ibv_cq *cq,
 			r2cc_dbg_dp("CQ %p: %d completions go behind a push",
 				    (void *)cq, end - i);
 		}
-		r = r2cc_wc_judge(c, mc, &wc[i], *behind);
+		r = r2cc_wc_judge_qp(c, mc, &wc[i], *behind, &q);
 		/* Stashed behind completions that precede it: the rest of
 		 * this batch queues behind it. */
 		*behind |= r == 2;
-		if (r == 1)
-			wc[kept++] = wc[i];
+		if (r != 1)
+			continue;
+		if (q)
+			r2cc_count_wc_of(q, wc[i].status == IBV_WC_SUCCESS,
+					 wc[i].opcode & IBV_WC_RECV,
+					 wc[i].byte_len);
+		wc[kept++] = wc[i];
 	}
 	return kept;
+}
+
+/* @n completions in @wc counted against their QPs */
+static void count_wcs(struct r2cc_ctx *c, const struct ibv_wc *wc, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		r2cc_count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
+			      wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
 }
 
 /*
@@ -126,14 +143,18 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 {
 	struct r2cc_cq *q = r2cc_lookup(cq, R2CC_OBJ_CQ);
 	struct r2cc_mig_cq *mc = q ? q->mc : NULL;
-	int kept = 0, got, want;
+	int kept, got, want, more;
 	bool behind = false;
-	uint64_t pushed = 0;
+	uint64_t pushed;
 
-	if (mc) {
-		pushed = r2cc_mig_pushed(mc);
-		kept = r2cc_mig_poll_stash(mc, n, wc);
+	if (!mc) { /* no protected QP has been on it */
+		got = c->poll_cq(cq, n, wc);
+		count_wcs(c, wc, got);
+		return got;
 	}
+	pushed = r2cc_mig_pushed(mc);
+	kept = r2cc_mig_poll_stash(mc, n, wc);
+	count_wcs(c, wc, kept);
 	while (kept < n) {
 		want = n - kept;
 		got = c->poll_cq(cq, want, wc + kept);
@@ -145,27 +166,30 @@ static int poll_protected(struct r2cc_ctx *c, struct ibv_cq *cq, int n,
 		if (behind) {
 			/* What went behind comes before the CQ's next */
 			pushed = r2cc_mig_pushed(mc);
-			kept += r2cc_mig_poll_stash(mc, n - kept, wc + kept);
+			more = r2cc_mig_poll_stash(mc, n - kept, wc + kept);
+			count_wcs(c, wc + kept, more);
+			kept += more;
 			behind = false;
 		}
 	}
-	if (mc && kept < n && r2cc_mig_cq_busy(mc))
-		kept += r2cc_mig_poll_more(mc, n - kept, wc + kept);
+	if (kept < n && r2cc_mig_cq_busy(mc)) {
+		more = r2cc_mig_poll_more(mc, n - kept, wc + kept);
+		count_wcs(c, wc + kept, more);
+		kept += more;
+	}
 	return kept;
 }
 
 static int dp_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct r2cc_ctx *c = ctx_of(cq->context);
-	int got, i;
+	int got;
 
+	/* (poll_protected() counts what it returns) */
 	if (unlikely(r2cc_shim.protecting))
-		got = poll_protected(c, cq, n, wc);
-	else
-		got = c->poll_cq(cq, n, wc);
-	for (i = 0; i < got; i++)
-		r2cc_count_wc(c, wc[i].qp_num, wc[i].status == IBV_WC_SUCCESS,
-			      wc[i].opcode & IBV_WC_RECV, wc[i].byte_len);
+		return poll_protected(c, cq, n, wc);
+	got = c->poll_cq(cq, n, wc);
+	count_wcs(c, wc, got);
 	return got;
 }
 

@@ -260,19 +260,41 @@ void r2cc_cq_ex_free(struct r2cc_cq *q);
  * One completion of a CQ protected QPs may complete on (datapath.c's
  * ibv_poll_cq, cq_ex.c's walk), through migrate/: 1 the program's now, 0
  * r2cc's own (hidden), 2 stashed behind what came before it (@behind:
- * something did, and it must follow).
+ * something did, and it must follow). *@qp: its QP, or NULL.
  */
-static inline int r2cc_wc_judge(struct r2cc_ctx *c, struct r2cc_mig_cq *mcq,
-				struct ibv_wc *wc, bool behind)
+static inline int r2cc_wc_judge_qp(struct r2cc_ctx *c, struct r2cc_mig_cq *mcq,
+				   struct ibv_wc *wc, bool behind,
+				   struct r2cc_qp **qp)
 {
 	struct r2cc_qp *p =
 		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, wc->qp_num));
 
+	*qp = p;
 	if (p && p->mig)
 		return r2cc_mig_wc(p->mig, mcq, wc, behind);
 	if (wc->wr_id == R2CC_RING_WRID && mcq && r2cc_mig_bell_wc(mcq, wc))
 		return 0;
 	return behind && mcq && !r2cc_mig_stash(mcq, wc) ? 2 : 1;
+}
+
+/* The same, @wc's QP not wanted */
+static inline int r2cc_wc_judge(struct r2cc_ctx *c, struct r2cc_mig_cq *mcq,
+				struct ibv_wc *wc, bool behind)
+{
+	struct r2cc_qp *p;
+
+	return r2cc_wc_judge_qp(c, mcq, wc, behind, &p);
+}
+
+/* Attribute one completion to @q's counters */
+static inline void r2cc_count_wc_of(struct r2cc_qp *q, bool ok, bool recv,
+				    uint32_t len)
+{
+	r2cc_stat_add(&q->st->polled, 1);
+	if (__builtin_expect(!ok, 0))
+		r2cc_stat_add(&q->st->polled_err, 1);
+	else if (recv)
+		r2cc_stat_add(&q->st->bytes_polled, len);
 }
 
 /* Attribute one completion to its QP's counters. */
@@ -282,13 +304,8 @@ static inline void r2cc_count_wc(struct r2cc_ctx *c, uint32_t qpn, bool ok,
 	struct r2cc_qp *q =
 		r2cc_map_lookup(&r2cc_shim.qpn, r2cc_qpn_key(c, qpn));
 
-	if (__builtin_expect(!q, 0))
-		return;
-	r2cc_stat_add(&q->st->polled, 1);
-	if (__builtin_expect(!ok, 0))
-		r2cc_stat_add(&q->st->polled_err, 1);
-	else if (recv)
-		r2cc_stat_add(&q->st->bytes_polled, len);
+	if (__builtin_expect(!!q, 1))
+		r2cc_count_wc_of(q, ok, recv, len);
 }
 /* qp.c */
 /* NULL: refused (the QP is destroyed, errno set) */

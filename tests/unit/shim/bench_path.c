@@ -256,6 +256,7 @@ struct loop {
 	unsigned int sig_every;
 	uint64_t next_id; /* the first WR's id (ids run on across loops) */
 	uint64_t recvd; /* receives completed, in order */
+	uint64_t polled; /* completions polled */
 };
 
 /*
@@ -301,6 +302,7 @@ static inline int run(struct loop *l, long n)
 			posted++;
 		}
 		k = ibv_poll_cq(&pcq, POLL_BATCH, wc);
+		l->polled += (uint64_t)(k > 0 ? k : 0);
 		for (i = 0; i < k; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS ||
 			    wc[i].qp_num != prim.qp.qp_num)
@@ -389,16 +391,19 @@ int main(int argc, char **argv)
 	    (rqp.st->posted[l.op == IBV_WR_SEND ? R2CC_ST_SEND :
 						  R2CC_ST_WRITE] != wrs ||
 	     rqp.st->bytes_posted != wrs * WR_SIZE ||
-	     rqp.st->posted_recv != (l.op == IBV_WR_SEND ? wrs : 0))) {
+	     rqp.st->posted_recv != (l.op == IBV_WR_SEND ? wrs : 0) ||
+	     rqp.st->polled != l.polled)) {
 		fprintf(stderr,
 			"bench_path: %s: %llu WRs, %llu bytes, %llu "
-			"receives counted; %llu posted\n",
+			"receives, %llu completions counted; %llu posted, "
+			"%llu polled\n",
 			c,
 			(unsigned long long)(rqp.st->posted[R2CC_ST_SEND] +
 					     rqp.st->posted[R2CC_ST_WRITE]),
 			(unsigned long long)rqp.st->bytes_posted,
 			(unsigned long long)rqp.st->posted_recv,
-			(unsigned long long)wrs);
+			(unsigned long long)rqp.st->polled,
+			(unsigned long long)wrs, (unsigned long long)l.polled);
 		return 1;
 	}
 	printf("bench_path: %s %s: %d + %d WRs done\n", c, *h ? h : "protected",
