@@ -130,7 +130,7 @@ static struct r2cc_sendlog_ent *at(const struct r2cc_sendlog *log, uint32_t i)
  * keeps half the memory. Return: 0, or -ENOSPC (at the limit, or no
  * memory: the ring as it was).
  */
-static int grow(struct r2cc_sendlog *log)
+static __attribute__((noinline)) int grow(struct r2cc_sendlog *log)
 {
 	uint32_t ncap = log->cap * 2 < log->limit ? log->cap * 2 : log->limit;
 	struct r2cc_sendlog_ent *ent, *e;
@@ -203,19 +203,34 @@ void r2cc_wr_copy(struct ibv_send_wr *dst, const struct ibv_send_wr *wr,
 	}
 }
 
+/* @wr's inline bytes into slot @s's own, its SGEs pointing there: its
+ * length, or -EINVAL (more than the QP's max_inline_data) */
+static __attribute__((noinline)) int64_t
+copy_inline(struct r2cc_sendlog *log, uint32_t s, const struct ibv_send_wr *wr)
+{
+	uint64_t len = r2cc_wr_len(wr);
+
+	if (len > log->max_inline)
+		return -EINVAL;
+	r2cc_wr_copy(&log->ent[s].wr, wr, &log->sge[(size_t)s * log->max_sge],
+		     &log->inl[(size_t)s * log->max_inline]);
+	return (int64_t)len;
+}
+
 int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
 			uint64_t *lenp)
 {
 	struct r2cc_sendlog_ent *e;
 	struct ibv_sge *sge;
+	uint32_t s, nsge = (uint32_t)wr->num_sge;
+	unsigned int op = wr->opcode;
 	uint64_t len = 0;
-	uint32_t s;
-	int n, i;
+	bool sig;
+	int n;
 
-	if (log->frozen)
-		return -EBUSY;
-	if (!log->started || wr->num_sge < 0 ||
-	    (uint32_t)wr->num_sge > log->max_sge)
+	if (__builtin_expect(log->frozen || !log->started, 0))
+		return log->frozen ? -EBUSY : -EINVAL;
+	if (nsge > log->max_sge) /* (a negative num_sge too) */
 		return -EINVAL;
 	if (log->count == log->cap && grow(log))
 		return -ENOSPC;
@@ -223,18 +238,18 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
 	 * its SGE array and inline buffer once post returns */
 	s = slot(log, log->count);
 	e = &log->ent[s];
-	sge = &log->sge[(size_t)s * log->max_sge];
 	if (__builtin_expect(r2cc_wr_inline(wr), 0)) {
-		len = r2cc_wr_len(wr);
-		if (len > log->max_inline)
-			return -EINVAL;
-		r2cc_wr_copy(&e->wr, wr, sge,
-			     &log->inl[(size_t)s * log->max_inline]);
+		int64_t l = copy_inline(log, s, wr);
+
+		if (l < 0)
+			return (int)l;
+		len = (uint64_t)l;
 	} else {
+		sge = &log->sge[(size_t)s * log->max_sge];
 		e->wr = *wr;
 		e->wr.next = NULL;
 		e->wr.sg_list = sge;
-		for (i = 0; i < wr->num_sge; i++) {
+		for (uint32_t i = 0; i < nsge; i++) {
 			sge[i] = wr->sg_list[i];
 			len += sge[i].length;
 		}
@@ -245,23 +260,24 @@ int r2cc_sendlog_append(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
 			       IBV_WR_RDMA_WRITE_WITH_IMM == 1 &&
 			       IBV_WR_SEND == 2 && IBV_WR_SEND_WITH_IMM == 3,
 		       "verbs' send opcodes");
-	if (wr->opcode <= IBV_WR_SEND_WITH_IMM && len <= log->mtu)
+	if (op <= IBV_WR_SEND_WITH_IMM && len <= log->mtu)
 		n = 1;
 	else if ((n = r2cc_psn_npkts(wr->opcode, len, log->mtu)) < 0)
 		return n;
 	if ((uint32_t)n > R2CC_PSN_WINDOW - log->out_pkts)
 		return -ENOSPC;
+	sig = log->sig_all | !!(wr->send_flags & IBV_SEND_SIGNALED);
 	e->len = len;
 	e->first_psn = log->next_psn;
 	e->npkts = (uint32_t)n;
-	e->signaled = log->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->signaled = sig;
 	e->forced = false;
 	e->reread = false;
 	e->disp = R2CC_SL_NEW;
 	e->seq = log->seq++;
 	log->consumers += r2cc_wr_consumes_recv(wr->opcode);
 	e->consumers = log->consumers;
-	if (e->signaled)
+	if (sig)
 		log->sig[r2cc_ring_slot(log->sig_head, log->sig_n++, log->cap)] =
 			e->seq;
 	log->next_psn = r2cc_psn_add(log->next_psn, (uint32_t)n);
