@@ -290,6 +290,19 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* @mq's receive log grew (it starts at R2CC_LOG_FIRST: said once past
+ * the queue's own size) */
+static void recvlog_grown(const struct r2cc_mig_qp *mq)
+{
+	struct r2cc_recvlog_stats st;
+
+	r2cc_recvlog_get_stats(mq->rlog, &st);
+	if (st.outstanding > mq->cap.max_recv_wr + 1)
+		r2cc_info("QP %#x: receive log grown: %u receives posted and "
+			  "not yet polled (max_recv_wr %u)",
+			  mq->qpn, st.outstanding, mq->cap.max_recv_wr);
+}
+
 int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad,
 		       int (*post)(struct ibv_qp *, struct ibv_recv_wr *,
@@ -300,6 +313,24 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 
 	r2cc_qlock_lock(&mq->lock);
 	mq->precv = post;
+	/* The common case: protected, on the program's QP; posted, then
+	 * logged */
+	if (__builtin_expect(mq->life == R2CC_LIFE_RUN && !mq->on_backup, 1)) {
+		ret = post(mq->qp, wr, bad);
+		if (ret)
+			stop = *bad;
+		for (w = wr; w != stop; w = w->next) {
+			err = r2cc_recvlog_append(mq->rlog, w);
+			if (__builtin_expect(err == 1, 0)) {
+				recvlog_grown(mq);
+			} else if (__builtin_expect(err, 0)) {
+				r2cc_mig_give_up(mq, "receive log", err);
+				break;
+			}
+		}
+		r2cc_qlock_unlock(&mq->lock);
+		return ret;
+	}
 	side = side_of(mq, mq->life == R2CC_LIFE_RECVS);
 	if (side == 0) {
 		ret = post(mq->qp, wr, bad);
@@ -318,16 +349,7 @@ int r2cc_mig_post_recv(struct r2cc_mig_qp *mq, struct ibv_recv_wr *wr,
 			continue;
 		err = r2cc_recvlog_append(mq->rlog, w);
 		if (err == 1) {
-			struct r2cc_recvlog_stats st;
-
-			/* (it starts at R2CC_LOG_FIRST: said past the queue) */
-			r2cc_recvlog_get_stats(mq->rlog, &st);
-			if (st.outstanding > mq->cap.max_recv_wr + 1)
-				r2cc_info("QP %#x: receive log grown: %u "
-					  "receives posted and not yet polled "
-					  "(max_recv_wr %u)",
-					  mq->qpn, st.outstanding,
-					  mq->cap.max_recv_wr);
+			recvlog_grown(mq);
 			err = 0;
 		}
 		if (err) {
