@@ -9,6 +9,7 @@
 #ifndef R2CC_MIGRATE_H
 #define R2CC_MIGRATE_H
 
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -75,8 +76,32 @@ static inline bool r2cc_wr_consumes_recv(enum ibv_wr_opcode op)
 uint64_t r2cc_wr_len(const struct ibv_send_wr *wr);
 /* r2cc_wr_npkts() - r2cc_psn_npkts() of @wr (-EINVAL if num_sge < 0) */
 int r2cc_wr_npkts(const struct ibv_send_wr *wr, uint32_t mtu_bytes);
-/* r2cc_wc_opcode() - the ibv_wc_opcode a WR completes with, or -EOPNOTSUPP */
-int r2cc_wc_opcode(enum ibv_wr_opcode op);
+/* r2cc_wc_opcode() - the ibv_wc_opcode a WR completes with, or -EOPNOTSUPP
+ * (inline: each completion checks its entry's) */
+static inline int r2cc_wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+		return IBV_WC_SEND;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
 /* r2cc_wr_inline() - does @wr carry inline data? (IBV_SEND_INLINE on a
  * SEND or WRITE: a READ's SGEs are destinations) */
 static inline bool r2cc_wr_inline(const struct ibv_send_wr *wr)

@@ -105,28 +105,3 @@ int r2cc_wr_npkts(const struct ibv_send_wr *wr, uint32_t mtu_bytes)
 		return -EINVAL;
 	return r2cc_psn_npkts(wr->opcode, r2cc_wr_len(wr), mtu_bytes);
 }
-
-int r2cc_wc_opcode(enum ibv_wr_opcode op)
-{
-	switch (op) {
-	case IBV_WR_SEND:
-	case IBV_WR_SEND_WITH_IMM:
-	case IBV_WR_SEND_WITH_INV:
-		return IBV_WC_SEND;
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	case IBV_WR_LOCAL_INV:
-		return IBV_WC_LOCAL_INV;
-	case IBV_WR_BIND_MW:
-		return IBV_WC_BIND_MW;
-	default:
-		return -EOPNOTSUPP;
-	}
-}
