@@ -313,13 +313,18 @@ void r2cc_mig_mr_gone(const void *pd, uint32_t rkey)
 	free(m);
 }
 
-int r2cc_mig_rkey_xlate(const struct r2cc_mig_qp *mq, uint32_t rkey,
-			uint32_t *out)
+int r2cc_mig_rkey_xlate(struct r2cc_mig_qp *mq, uint32_t rkey, uint32_t *out)
 {
-	struct r2cc_mig_pkeys *pk = pkeys_find(mq->peer);
-	void *v =
-		pk ? r2cc_map_lookup(&pk->keys, key_of(mq->backup_rail, rkey)) :
-		     NULL;
+	struct r2cc_mig_pkeys *pk = mq->pkeys;
+	void *v;
+
+	/* A peer's keys, once made, last until the module stops */
+	if (!pk || pk->peer != mq->peer) {
+		pk = pkeys_find(mq->peer);
+		mq->pkeys = pk;
+	}
+	v = pk ? r2cc_map_lookup(&pk->keys, key_of(mq->backup_rail, rkey)) :
+		 NULL;
 
 	if (!v)
 		return -ENOENT;

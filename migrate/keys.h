@@ -28,9 +28,9 @@ void r2cc_mig_keys_lost(uint64_t peer);
  * ps.lock; nothing to do, no lock). */
 void r2cc_mig_keys_tick(void);
 /* @rkey of @mq's peer as its MR's key on @mq's standby rail, in @out:
- * 0, or -ENOENT when the peer never announced it there. Lock-free. */
-int r2cc_mig_rkey_xlate(const struct r2cc_mig_qp *mq, uint32_t rkey,
-			uint32_t *out);
+ * 0, or -ENOENT when the peer never announced it there. Lock-free but
+ * for @mq's own lock (held: it keeps where its peer's keys are). */
+int r2cc_mig_rkey_xlate(struct r2cc_mig_qp *mq, uint32_t rkey, uint32_t *out);
 /* Test hook: @peer's @rkey is @backup_rkey on @rail (ps.lock held). */
 void r2cc_mig_keys_put(uint64_t peer, int rail, uint32_t rkey,
 		       uint32_t backup_rkey);

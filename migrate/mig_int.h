@@ -200,6 +200,8 @@ struct r2cc_mig_qp {
 	_Atomic unsigned int sqd_owed;
 	bool brts; /* the backup is at RTS */
 	uint64_t peer; /* the peer's control id, 0 until known */
+	/* That peer's memory keys, once found (keys.c; under lock) */
+	struct r2cc_mig_pkeys *pkeys;
 	uint8_t resolves; /* asks refused, or with no owner known */
 	uint64_t resolve_ns; /* when its peer's owner was first asked for */
 	uint64_t resolve_due_ns; /* asked again from then on (0: not due) */
