@@ -244,6 +244,30 @@ static void count_posted(struct r2cc_qp_stats *st, struct ibv_send_wr *wr,
 		r2cc_stat_posted(st, wr->opcode, r2cc_wr_len(wr));
 }
 
+/*
+ * The log gave up at @w, which is posted (the provider took the chain up
+ * to @stop, or @w went to the standby): @w counted, and the rest of the
+ * chain posted on the standby too if the QP runs there, unlogged. 0, or
+ * the standby's error (*@bad set).
+ */
+static int post_unlogged(struct r2cc_mig_qp *mq, struct ibv_send_wr *w,
+			 struct ibv_send_wr *stop, struct ibv_send_wr **bad,
+			 struct r2cc_qp_stats *st)
+{
+	struct ibv_send_wr *first = w;
+	int err;
+
+	for (; w != stop; w = w->next) {
+		if (mq->on_backup && w != first &&
+		    (err = r2cc_mig_backup_send(mq, w))) {
+			*bad = w;
+			return -err;
+		}
+		count_posted(st, w, w->next);
+	}
+	return 0;
+}
+
 int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad,
 		       int (*post)(struct ibv_qp *, struct ibv_send_wr *,
@@ -277,10 +301,11 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 			break;
 		}
 		err = r2cc_sendlog_append(mq->slog, w, &len);
-
 		if (__builtin_expect(err, 0)) {
 			r2cc_mig_give_up(mq, "send log", err);
-			count_posted(st, w, stop);
+			err = post_unlogged(mq, w, stop, bad, st);
+			if (err)
+				ret = err;
 			break;
 		}
 		if (st)
