@@ -335,17 +335,12 @@ static void count_marked(struct r2cc_sendlog *log)
 		log->marked += is_marked(at(log, i));
 }
 
-int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
+/* The @n oldest entries gone (1 <= @n <= count), the signaled ones
+ * among them off the ring (marks accounted by the caller) */
+static inline void drop(struct r2cc_sendlog *log, uint32_t n)
 {
-	uint32_t i, seq;
+	uint32_t seq = at(log, 0)->seq + n;
 
-	if (n > log->count)
-		return -EINVAL;
-	if (!n)
-		return 0;
-	for (i = 0; log->marked && i < n; i++)
-		log->marked -= is_marked(at(log, i));
-	seq = at(log, 0)->seq + n;
 	while (log->sig_n && (int32_t)(log->sig[log->sig_head] - seq) < 0) {
 		log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
 		log->sig_n--;
@@ -360,6 +355,19 @@ int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
 				0;
 	log->lead = 0;
 	log->st.retired += n;
+}
+
+int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
+{
+	uint32_t i;
+
+	if (n > log->count)
+		return -EINVAL;
+	if (!n)
+		return 0;
+	for (i = 0; log->marked && i < n; i++)
+		log->marked -= is_marked(at(log, i));
+	drop(log, n);
 	return (int)n;
 }
 
@@ -378,17 +386,7 @@ int r2cc_sendlog_complete_next(struct r2cc_sendlog *log, uint64_t wr_id,
 		return -EAGAIN;
 	*consumers = e->consumers - first->consumers +
 		     r2cc_wr_consumes_recv(first->wr.opcode);
-	/* It is the oldest signaled entry: the only one retiring */
-	log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
-	log->sig_n--;
-	log->head = slot(log, n);
-	log->count -= n;
-	log->out_pkts = log->count ?
-				(uint32_t)r2cc_psn_diff(log->next_psn,
-							at(log, 0)->first_psn) :
-				0;
-	log->lead = 0;
-	log->st.retired += n;
+	drop(log, n);
 	return (int)n;
 }
 

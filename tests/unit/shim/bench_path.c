@@ -32,8 +32,6 @@
 #define POLL_BATCH 4
 #define RING 256 /* completions or receives a ring holds */
 
-struct r2cc_shim_state r2cc_shim;
-
 void r2cc_ut_fail(const char *file, int line, bool fatal, const char *expr,
 		  const char *fmt, ...)
 {
@@ -46,28 +44,6 @@ void r2cc_ut_fail(const char *file, int line, bool fatal, const char *expr,
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(1);
-}
-
-/* qp.c's and cq.c's callees of the extended constructors: not run here */
-struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq)
-{
-	(void)c;
-	(void)cq;
-	return NULL;
-}
-
-struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
-			       enum ibv_qp_type type, struct ibv_srq *srq,
-			       const struct ibv_qp_init_attr_ex *ax,
-			       const struct ibv_qp_cap *cap, bool sig_all)
-{
-	(void)c;
-	(void)type;
-	(void)srq;
-	(void)ax;
-	(void)cap;
-	(void)sig_all;
-	return qp;
 }
 
 /*

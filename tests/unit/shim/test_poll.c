@@ -12,30 +12,6 @@
 #include "fo_fixture.h"
 #include "shim_int.h"
 
-struct r2cc_shim_state r2cc_shim;
-
-/* The extended constructors' callees in qp.c and cq.c: not run here. */
-struct r2cc_cq *r2cc_cq_created(struct r2cc_ctx *c, struct ibv_cq *cq)
-{
-	(void)c;
-	(void)cq;
-	return NULL;
-}
-
-struct ibv_qp *r2cc_qp_created(struct r2cc_ctx *c, struct ibv_qp *qp,
-			       enum ibv_qp_type type, struct ibv_srq *srq,
-			       const struct ibv_qp_init_attr_ex *ax,
-			       const struct ibv_qp_cap *cap, bool sig_all)
-{
-	(void)c;
-	(void)type;
-	(void)srq;
-	(void)ax;
-	(void)cap;
-	(void)sig_all;
-	return qp;
-}
-
 static struct ibv_context pctx; /* the program's CQ's context */
 static struct fake_cq pcq; /* the program's CQ */
 static struct r2cc_ctx rc;
