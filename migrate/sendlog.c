@@ -335,6 +335,16 @@ static void count_marked(struct r2cc_sendlog *log)
 		log->marked += is_marked(at(log, i));
 }
 
+/* Of the @n oldest entries (1 <= @n <= count), those that consume a
+ * receive at the peer */
+static inline uint32_t consumers_of(const struct r2cc_sendlog *log, uint32_t n)
+{
+	const struct r2cc_sendlog_ent *first = at(log, 0);
+
+	return at(log, n - 1)->consumers - first->consumers +
+	       r2cc_wr_consumes_recv(first->wr.opcode);
+}
+
 /* The @n oldest entries gone (1 <= @n <= count), the signaled ones
  * among them off the ring (marks accounted by the caller) */
 static inline void drop(struct r2cc_sendlog *log, uint32_t n)
@@ -384,21 +394,14 @@ int r2cc_sendlog_complete_next(struct r2cc_sendlog *log, uint64_t wr_id,
 	e = at(log, n - 1);
 	if (e->wr.wr_id != wr_id || r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
 		return -EAGAIN;
-	*consumers = e->consumers - first->consumers +
-		     r2cc_wr_consumes_recv(first->wr.opcode);
+	*consumers = consumers_of(log, n);
 	drop(log, n);
 	return (int)n;
 }
 
 uint32_t r2cc_sendlog_consumers(const struct r2cc_sendlog *log, uint32_t n)
 {
-	const struct r2cc_sendlog_ent *first;
-
-	if (!n || n > log->count)
-		return 0;
-	first = at(log, 0);
-	return at(log, n - 1)->consumers - first->consumers +
-	       r2cc_wr_consumes_recv(first->wr.opcode);
+	return n && n <= log->count ? consumers_of(log, n) : 0;
 }
 
 bool r2cc_sendlog_marked(const struct r2cc_sendlog *log)
