@@ -68,8 +68,11 @@ int r2cc_psn_npkts(enum ibv_wr_opcode op, uint64_t len, uint32_t mtu_bytes);
 /* Does a WR of @op consume a receive WR at the peer? */
 static inline bool r2cc_wr_consumes_recv(enum ibv_wr_opcode op)
 {
-	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
-	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	const uint32_t m = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM |
+			   1u << IBV_WR_SEND_WITH_INV |
+			   1u << IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	return (unsigned int)op < 32 && (m >> op & 1);
 }
 
 /* r2cc_wr_len() - sum of @wr's SGE lengths (inline data included) */

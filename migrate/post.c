@@ -16,6 +16,7 @@
 #include "mig_int.h"
 #include "module.h"
 #include "post.h"
+#include "sendlog_int.h"
 #include "untune.h"
 
 /* Logging stops for good: the QP runs as if r2cc were not there (a move
@@ -176,11 +177,12 @@ void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why)
 /* Does @wr's chain bind or invalidate a memory window? */
 static bool mw_op(const struct ibv_send_wr *wr)
 {
-	const uint32_t mw = 1u << IBV_WR_BIND_MW | 1u << IBV_WR_LOCAL_INV |
-			    1u << IBV_WR_SEND_WITH_INV;
+	_Static_assert(IBV_WR_BIND_MW == IBV_WR_LOCAL_INV + 1 &&
+			       IBV_WR_SEND_WITH_INV == IBV_WR_LOCAL_INV + 2,
+		       "verbs' memory-window opcodes");
 
 	for (; wr; wr = wr->next)
-		if (wr->opcode < 32 && (mw >> wr->opcode & 1))
+		if ((unsigned int)wr->opcode - IBV_WR_LOCAL_INV <= 2)
 			return true;
 	return false;
 }
@@ -275,7 +277,7 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		       struct r2cc_qp_stats *st)
 {
 	struct ibv_send_wr *w, *stop = NULL;
-	uint64_t len;
+	uint64_t len = 0;
 	int ret;
 
 	r2cc_qlock_lock(&mq->lock);
@@ -300,7 +302,7 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 			ret = -err;
 			break;
 		}
-		err = r2cc_sendlog_append(mq->slog, w, &len);
+		err = r2cc_sendlog_put(mq->slog, w, &len);
 		if (__builtin_expect(err, 0)) {
 			r2cc_mig_give_up(mq, "send log", err);
 			err = post_unlogged(mq, w, stop, bad, st);
