@@ -157,7 +157,6 @@ struct r2cc_sendlog_ent {
 	bool forced;
 	bool reread; /* a READ the peer executed, replayed for its data */
 	enum r2cc_sendlog_disp disp;
-	uint32_t seq; /* entries appended before it (wraps) */
 	/* Entries that consume a receive at the peer, appended up to and
 	 * with it (wraps) */
 	uint32_t consumers;

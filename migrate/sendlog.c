@@ -87,6 +87,13 @@ static struct r2cc_sendlog_ent *at(const struct r2cc_sendlog *log, uint32_t i)
 	return &log->ent[slot(log, i)];
 }
 
+/* The oldest entry's sequence number: entries leave from the oldest end
+ * only (drop()) */
+static uint32_t oldest_seq(const struct r2cc_sendlog *log)
+{
+	return log->seq - log->count;
+}
+
 /*
  * Twice the entries, at most the limit: the outstanding ones copied to the
  * front in order, their SGEs re-pointed at the new arrays (an inline WR's
@@ -198,7 +205,7 @@ int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
 		/* No move's marks: the oldest signaled one */
 		if (!log->sig_n)
 			return -ENOENT;
-		i = log->sig[log->sig_head] - at(log, 0)->seq;
+		i = log->sig[log->sig_head] - oldest_seq(log);
 		e = at(log, i);
 		if (e->wr.wr_id != wr_id ||
 		    r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
@@ -248,7 +255,7 @@ static inline uint32_t consumers_of(const struct r2cc_sendlog *log, uint32_t n)
  * among them off the ring (marks accounted by the caller) */
 static inline void drop(struct r2cc_sendlog *log, uint32_t n)
 {
-	uint32_t seq = at(log, 0)->seq + n;
+	uint32_t seq = oldest_seq(log) + n;
 
 	while (log->sig_n && (int32_t)(log->sig[log->sig_head] - seq) < 0) {
 		log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
@@ -283,13 +290,12 @@ int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
 int r2cc_sendlog_complete_next(struct r2cc_sendlog *log, uint64_t wr_id,
 			       enum ibv_wc_opcode opcode, uint32_t *consumers)
 {
-	const struct r2cc_sendlog_ent *first, *e;
+	const struct r2cc_sendlog_ent *e;
 	uint32_t n;
 
 	if (log->marked || !log->sig_n)
 		return -EAGAIN;
-	first = at(log, 0);
-	n = log->sig[log->sig_head] - first->seq + 1;
+	n = log->sig[log->sig_head] - oldest_seq(log) + 1;
 	e = at(log, n - 1);
 	if (e->wr.wr_id != wr_id || r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
 		return -EAGAIN;

@@ -114,12 +114,12 @@ r2cc_sendlog_put(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
 	e->forced = false;
 	e->reread = false;
 	e->disp = R2CC_SL_NEW;
-	e->seq = log->seq++;
 	log->consumers += r2cc_wr_consumes_recv(wr->opcode);
 	e->consumers = log->consumers;
 	if (sig)
 		log->sig[r2cc_ring_slot(log->sig_head, log->sig_n++, log->cap)] =
-			e->seq;
+			log->seq;
+	log->seq++;
 	log->next_psn = r2cc_psn_add(log->next_psn, (uint32_t)n);
 	log->out_pkts += (uint32_t)n;
 	log->count++;
