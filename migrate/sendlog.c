@@ -245,10 +245,7 @@ static void count_marked(struct r2cc_sendlog *log)
  * receive at the peer */
 static inline uint32_t consumers_of(const struct r2cc_sendlog *log, uint32_t n)
 {
-	const struct r2cc_sendlog_ent *first = at(log, 0);
-
-	return at(log, n - 1)->consumers - first->consumers +
-	       r2cc_wr_consumes_recv(first->wr.opcode);
+	return at(log, n - 1)->consumers - log->consumers_gone;
 }
 
 /* The @n oldest entries gone (1 <= @n <= count), the signaled ones
@@ -257,6 +254,7 @@ static inline void drop(struct r2cc_sendlog *log, uint32_t n)
 {
 	uint32_t seq = oldest_seq(log) + n;
 
+	log->consumers_gone = at(log, n - 1)->consumers;
 	while (log->sig_n && (int32_t)(log->sig[log->sig_head] - seq) < 0) {
 		log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
 		log->sig_n--;

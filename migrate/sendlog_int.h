@@ -34,6 +34,7 @@ struct r2cc_sendlog {
 	uint32_t out_pkts; /* PSNs they span */
 	uint32_t seq; /* entries appended */
 	uint32_t consumers; /* of them, those that consume a peer receive */
+	uint32_t consumers_gone; /* of those, the ones retired */
 	/* The signaled entries' seqs, oldest first: a ring of sig_n from
 	 * slot sig_head */
 	uint32_t *sig; /* owned: cap */
