@@ -16,6 +16,7 @@
 #include "mig_int.h"
 #include "module.h"
 #include "post.h"
+#include "sendlog_int.h"
 #include "srq.h"
 #include "tick.h"
 #include "wake.h"
@@ -154,8 +155,8 @@ static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 	int keep = 1, idx;
 
 	/* The common case: no move's marks, nothing queued before it */
-	if (!behind && r2cc_sendlog_complete_next(mq->slog, wc->wr_id,
-						  wc->opcode, &consumers) > 0) {
+	if (!behind && r2cc_sendlog_next_done(mq->slog, wc->wr_id, wc->opcode,
+					      &consumers) > 0) {
 		mq->consumers_done += consumers;
 		return 1;
 	}

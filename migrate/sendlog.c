@@ -77,23 +77,6 @@ void r2cc_sendlog_free(struct r2cc_sendlog *log)
 	free(log);
 }
 
-static uint32_t slot(const struct r2cc_sendlog *log, uint32_t i)
-{
-	return r2cc_ring_slot(log->head, i, log->cap);
-}
-
-static struct r2cc_sendlog_ent *at(const struct r2cc_sendlog *log, uint32_t i)
-{
-	return &log->ent[slot(log, i)];
-}
-
-/* The oldest entry's sequence number: entries leave from the oldest end
- * only (drop()) */
-static uint32_t oldest_seq(const struct r2cc_sendlog *log)
-{
-	return log->seq - log->count;
-}
-
 /*
  * Twice the entries, at most the limit: the outstanding ones copied to the
  * front in order, their SGEs re-pointed at the new arrays (an inline WR's
@@ -117,7 +100,7 @@ int r2cc_sendlog_grow(struct r2cc_sendlog *log)
 	for (i = 0; i < log->sig_n; i++)
 		sig[i] = log->sig[r2cc_ring_slot(log->sig_head, i, log->cap)];
 	for (i = 0; i < log->count; i++) {
-		s = slot(log, i);
+		s = r2cc_sl_slot(log, i);
 		e = &ent[i];
 		es = &sge[(size_t)i * log->max_sge];
 		from = &log->inl[(size_t)s * log->max_inline];
@@ -205,15 +188,15 @@ int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
 		/* No move's marks: the oldest signaled one */
 		if (!log->sig_n)
 			return -ENOENT;
-		i = log->sig[log->sig_head] - oldest_seq(log);
-		e = at(log, i);
+		i = log->sig[log->sig_head] - r2cc_sl_oldest_seq(log);
+		e = r2cc_sl_at(log, i);
 		if (e->wr.wr_id != wr_id ||
 		    r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
 			return -EPROTO;
 		return (int)i;
 	}
 	for (i = 0; i < log->count; i++) {
-		e = at(log, i);
+		e = r2cc_sl_at(log, i);
 		/* DONE entries were never posted where this came from */
 		if ((!e->signaled && !e->forced) || e->disp == R2CC_SL_DONE)
 			continue;
@@ -238,37 +221,7 @@ static void count_marked(struct r2cc_sendlog *log)
 
 	log->marked = 0;
 	for (i = 0; i < log->count; i++)
-		log->marked += is_marked(at(log, i));
-}
-
-/* Of the @n oldest entries (1 <= @n <= count), those that consume a
- * receive at the peer */
-static inline uint32_t consumers_of(const struct r2cc_sendlog *log, uint32_t n)
-{
-	return at(log, n - 1)->consumers - log->consumers_gone;
-}
-
-/* The @n oldest entries gone (1 <= @n <= count), the signaled ones
- * among them off the ring (marks accounted by the caller) */
-static inline void drop(struct r2cc_sendlog *log, uint32_t n)
-{
-	uint32_t seq = oldest_seq(log) + n;
-
-	log->consumers_gone = at(log, n - 1)->consumers;
-	while (log->sig_n && (int32_t)(log->sig[log->sig_head] - seq) < 0) {
-		log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
-		log->sig_n--;
-	}
-	log->head = slot(log, n);
-	log->count -= n;
-	/* Entry i + 1 starts where entry i ends, next_psn where the newest
-	 * does */
-	log->out_pkts = log->count ?
-				(uint32_t)r2cc_psn_diff(log->next_psn,
-							at(log, 0)->first_psn) :
-				0;
-	log->lead = 0;
-	log->st.retired += n;
+		log->marked += is_marked(r2cc_sl_at(log, i));
 }
 
 int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
@@ -280,31 +233,20 @@ int r2cc_sendlog_retire(struct r2cc_sendlog *log, uint32_t n)
 	if (!n)
 		return 0;
 	for (i = 0; log->marked && i < n; i++)
-		log->marked -= is_marked(at(log, i));
-	drop(log, n);
+		log->marked -= is_marked(r2cc_sl_at(log, i));
+	r2cc_sl_drop(log, n);
 	return (int)n;
 }
 
 int r2cc_sendlog_complete_next(struct r2cc_sendlog *log, uint64_t wr_id,
 			       enum ibv_wc_opcode opcode, uint32_t *consumers)
 {
-	const struct r2cc_sendlog_ent *e;
-	uint32_t n;
-
-	if (log->marked || !log->sig_n)
-		return -EAGAIN;
-	n = log->sig[log->sig_head] - oldest_seq(log) + 1;
-	e = at(log, n - 1);
-	if (e->wr.wr_id != wr_id || r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
-		return -EAGAIN;
-	*consumers = consumers_of(log, n);
-	drop(log, n);
-	return (int)n;
+	return r2cc_sendlog_next_done(log, wr_id, opcode, consumers);
 }
 
 uint32_t r2cc_sendlog_consumers(const struct r2cc_sendlog *log, uint32_t n)
 {
-	return n && n <= log->count ? consumers_of(log, n) : 0;
+	return n && n <= log->count ? r2cc_sl_consumers_of(log, n) : 0;
 }
 
 bool r2cc_sendlog_marked(const struct r2cc_sendlog *log)
@@ -323,7 +265,7 @@ int r2cc_sendlog_complete(struct r2cc_sendlog *log, uint64_t wr_id,
 		return idx;
 	/* The program must see that completion first, in posting order */
 	for (i = 0; i < idx; i++) {
-		e = at(log, (uint32_t)i);
+		e = r2cc_sl_at(log, (uint32_t)i);
 		if (e->signaled && e->disp == R2CC_SL_DONE)
 			return -EBUSY;
 	}
@@ -333,7 +275,7 @@ int r2cc_sendlog_complete(struct r2cc_sendlog *log, uint64_t wr_id,
 const struct r2cc_sendlog_ent *r2cc_sendlog_peek(const struct r2cc_sendlog *log,
 						 uint32_t i)
 {
-	return i < log->count ? at(log, i) : NULL;
+	return i < log->count ? r2cc_sl_at(log, i) : NULL;
 }
 
 /* What a fence at @off makes of @e, left unchanged (@eoff: @e's first PSN
@@ -405,7 +347,7 @@ static void force_signals(struct r2cc_sendlog *log)
 	uint32_t i;
 
 	for (i = 0; i < log->count; i++) {
-		e = at(log, i);
+		e = r2cc_sl_at(log, i);
 		if (e->disp == R2CC_SL_REPLAY) {
 			last = e;
 		} else if (last && !last->signaled && e->signaled &&
@@ -421,7 +363,8 @@ static void force_signals(struct r2cc_sendlog *log)
 static int peer_off(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		    uint32_t *off)
 {
-	uint32_t base = log->count ? at(log, 0)->first_psn : log->next_psn;
+	uint32_t base =
+		log->count ? r2cc_sl_at(log, 0)->first_psn : log->next_psn;
 	int32_t d = r2cc_psn_diff(peer_rq_psn & R2CC_PSN_MASK, base);
 
 	if (log->frozen)
@@ -447,7 +390,7 @@ int r2cc_sendlog_consumed(const struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		return ret;
 	*n = 0;
 	for (i = 0; i < log->count; i++) {
-		e = at(log, i);
+		e = r2cc_sl_at(log, i);
 		d = judge(e, eoff, off);
 		if (d == R2CC_SL_LOST)
 			break; /* what follows is flushed */
@@ -470,7 +413,7 @@ int r2cc_sendlog_replay(struct r2cc_sendlog *log, uint32_t peer_rq_psn,
 		return ret;
 	memset(res, 0, sizeof(*res));
 	for (i = 0; i < log->count; i++) {
-		e = at(log, i);
+		e = r2cc_sl_at(log, i);
 		was = e->disp;
 		e->wr.next = NULL;
 		e->reread = false;
@@ -499,7 +442,7 @@ static int rebase(struct r2cc_sendlog *log, uint32_t sq_psn, uint32_t mtu)
 	uint32_t i;
 
 	for (i = 0; i < log->count; i++) {
-		e = at(log, i);
+		e = r2cc_sl_at(log, i);
 		if (e->disp == R2CC_SL_LOST || e->disp == R2CC_SL_FLUSH)
 			return -EBUSY;
 		if (e->disp != R2CC_SL_DONE)
@@ -509,7 +452,7 @@ static int rebase(struct r2cc_sendlog *log, uint32_t sq_psn, uint32_t mtu)
 	if (total > R2CC_PSN_WINDOW)
 		return -ENOSPC;
 	for (i = 0; i < log->count; i++) {
-		e = at(log, i);
+		e = r2cc_sl_at(log, i);
 		e->first_psn = sq_psn;
 		e->reread = false;
 		if (e->disp == R2CC_SL_DONE) {
@@ -552,7 +495,7 @@ bool r2cc_sendlog_reading(const struct r2cc_sendlog *log)
 	uint32_t i;
 
 	for (i = 0; i < log->count; i++) {
-		e = at(log, i);
+		e = r2cc_sl_at(log, i);
 		if (e->wr.opcode == IBV_WR_RDMA_READ && e->npkts > 1 &&
 		    e->disp != R2CC_SL_DONE)
 			return true;

@@ -56,6 +56,77 @@ __attribute__((cold)) int64_t
 r2cc_sendlog_copy_inline(struct r2cc_sendlog *log, uint32_t s,
 			 const struct ibv_send_wr *wr);
 
+/* Slot of the @i-th oldest entry, and that entry */
+static inline uint32_t r2cc_sl_slot(const struct r2cc_sendlog *log, uint32_t i)
+{
+	return r2cc_ring_slot(log->head, i, log->cap);
+}
+
+static inline struct r2cc_sendlog_ent *
+r2cc_sl_at(const struct r2cc_sendlog *log, uint32_t i)
+{
+	return &log->ent[r2cc_sl_slot(log, i)];
+}
+
+/* The oldest entry's sequence number: entries leave from the oldest end
+ * only (r2cc_sl_drop()) */
+static inline uint32_t r2cc_sl_oldest_seq(const struct r2cc_sendlog *log)
+{
+	return log->seq - log->count;
+}
+
+/* Of the @n oldest entries (1 <= @n <= count), those that consume a
+ * receive at the peer */
+static inline uint32_t r2cc_sl_consumers_of(const struct r2cc_sendlog *log,
+					    uint32_t n)
+{
+	return r2cc_sl_at(log, n - 1)->consumers - log->consumers_gone;
+}
+
+/* The @n oldest entries gone (1 <= @n <= count), the signaled ones
+ * among them off the ring (marks accounted by the caller) */
+static inline void r2cc_sl_drop(struct r2cc_sendlog *log, uint32_t n)
+{
+	uint32_t seq = r2cc_sl_oldest_seq(log) + n;
+
+	log->consumers_gone = r2cc_sl_at(log, n - 1)->consumers;
+	while (log->sig_n && (int32_t)(log->sig[log->sig_head] - seq) < 0) {
+		log->sig_head = r2cc_ring_slot(log->sig_head, 1, log->cap);
+		log->sig_n--;
+	}
+	log->head = r2cc_sl_slot(log, n);
+	log->count -= n;
+	/* Entry i + 1 starts where entry i ends, next_psn where the newest
+	 * does */
+	log->out_pkts =
+		log->count ?
+			(uint32_t)r2cc_psn_diff(log->next_psn,
+						r2cc_sl_at(log, 0)->first_psn) :
+			0;
+	log->lead = 0;
+	log->st.retired += n;
+}
+
+/* r2cc_sendlog_complete_next(), inline (migrate.h) */
+static inline int r2cc_sendlog_next_done(struct r2cc_sendlog *log,
+					 uint64_t wr_id,
+					 enum ibv_wc_opcode opcode,
+					 uint32_t *consumers)
+{
+	const struct r2cc_sendlog_ent *e;
+	uint32_t n;
+
+	if (log->marked || !log->sig_n)
+		return -EAGAIN;
+	n = log->sig[log->sig_head] - r2cc_sl_oldest_seq(log) + 1;
+	e = r2cc_sl_at(log, n - 1);
+	if (e->wr.wr_id != wr_id || r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
+		return -EAGAIN;
+	*consumers = r2cc_sl_consumers_of(log, n);
+	r2cc_sl_drop(log, n);
+	return (int)n;
+}
+
 /* r2cc_sendlog_append(), inline (migrate.h) */
 static inline __attribute__((always_inline)) int
 r2cc_sendlog_put(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
@@ -77,7 +148,7 @@ r2cc_sendlog_put(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
 		return -ENOSPC;
 	/* Copied into the next slot, not yet taken: the program may reuse
 	 * its SGE array and inline buffer once post returns */
-	s = r2cc_ring_slot(log->head, log->count, log->cap);
+	s = r2cc_sl_slot(log, log->count);
 	e = &log->ent[s];
 	if (__builtin_expect(r2cc_wr_inline(wr), 0)) {
 		int64_t l = r2cc_sendlog_copy_inline(log, s, wr);
