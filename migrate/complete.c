@@ -147,19 +147,13 @@ static int stash_behind(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
  * the DONE entries after it, which complete now. 1: deliver it; 2:
  * stashed.
  */
-static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
+static __attribute__((noinline)) int
+send_ok_walk(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 {
 	const struct r2cc_sendlog_ent *me;
-	uint32_t consumers;
 	bool marked;
 	int keep = 1, idx;
 
-	/* The common case: no move's marks, nothing queued before it */
-	if (!behind && r2cc_sendlog_next_done(mq->slog, wc->wr_id, wc->opcode,
-					      &consumers) > 0) {
-		mq->consumers_done += consumers;
-		return 1;
-	}
 	idx = r2cc_sendlog_match(mq->slog, wc->wr_id, wc->opcode);
 	marked = r2cc_sendlog_marked(mq->slog);
 
@@ -180,6 +174,21 @@ static int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc, bool behind)
 	if (marked)
 		r2cc_mig_drain_done(mq);
 	return keep;
+}
+
+/* send_ok_walk()'s common case, inline: no move's marks, nothing queued
+ * before it */
+static inline int send_ok(struct r2cc_mig_qp *mq, const struct ibv_wc *wc,
+			  bool behind)
+{
+	uint32_t consumers;
+
+	if (!behind && r2cc_sendlog_next_done(mq->slog, wc->wr_id, wc->opcode,
+					      &consumers) > 0) {
+		mq->consumers_done += consumers;
+		return 1;
+	}
+	return send_ok_walk(mq, wc, behind);
 }
 
 /* Does the send log hold work the peer executed, not completed yet? */
