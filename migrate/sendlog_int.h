@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sendlog_int.h - the send log's ring (sendlog.c) and its append, inline
- * here so that the post path (post.c) logs a WR without a call.
+ * sendlog_int.h - the send log's ring (sendlog.c), its append and the
+ * retirement of a signaled run, inline here so that the post path
+ * (post.c) logs a WR and the completion path (complete.c) retires one
+ * without a call.
  */
 #ifndef R2CC_MIG_SENDLOG_INT_H
 #define R2CC_MIG_SENDLOG_INT_H
