@@ -27,9 +27,13 @@ static inline void r2cc_recv_copy(struct ibv_recv_wr *dst, struct ibv_sge *sge,
 {
 	int i;
 
-	/* (a loop, not memcpy: no call into libc on the data path) */
-	for (i = 0; i < wr->num_sge; i++)
-		sge[i] = wr->sg_list[i];
+	/* (a loop, not memcpy: no call into libc on the data path; most
+	 * receives have one SGE: no loop) */
+	if (wr->num_sge == 1)
+		sge[0] = wr->sg_list[0];
+	else
+		for (i = 0; i < wr->num_sge; i++)
+			sge[i] = wr->sg_list[i];
 	*dst = (struct ibv_recv_wr){
 		.wr_id = wr->wr_id,
 		.sg_list = sge,

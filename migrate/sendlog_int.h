@@ -163,9 +163,14 @@ r2cc_sendlog_put(struct r2cc_sendlog *log, const struct ibv_send_wr *wr,
 		e->wr = *wr;
 		e->wr.next = NULL;
 		e->wr.sg_list = sge;
-		for (uint32_t i = 0; i < nsge; i++) {
-			sge[i] = wr->sg_list[i];
-			len += sge[i].length;
+		if (nsge == 1) { /* (most WRs: no loop) */
+			sge[0] = wr->sg_list[0];
+			len = sge[0].length;
+		} else {
+			for (uint32_t i = 0; i < nsge; i++) {
+				sge[i] = wr->sg_list[i];
+				len += sge[i].length;
+			}
 		}
 	}
 	/* WRITE, WRITE_WITH_IMM, SEND, SEND_WITH_IMM within one MTU (an
