@@ -174,15 +174,21 @@ void r2cc_mig_refuse(struct r2cc_mig_qp *mq, const char *why)
 	r2cc_qlock_unlock(&mq->lock);
 }
 
-/* Does @wr's chain bind or invalidate a memory window? */
-static bool mw_op(const struct ibv_send_wr *wr)
+/* Does @wr bind or invalidate a memory window? */
+static inline bool mw_wr(const struct ibv_send_wr *wr)
 {
 	_Static_assert(IBV_WR_BIND_MW == IBV_WR_LOCAL_INV + 1 &&
 			       IBV_WR_SEND_WITH_INV == IBV_WR_LOCAL_INV + 2,
 		       "verbs' memory-window opcodes");
 
+	return (unsigned int)wr->opcode - IBV_WR_LOCAL_INV <= 2;
+}
+
+/* Does @wr's chain hold such a WR? */
+static bool mw_op(const struct ibv_send_wr *wr)
+{
 	for (; wr; wr = wr->next)
-		if ((unsigned int)wr->opcode - IBV_WR_LOCAL_INV <= 2)
+		if (mw_wr(wr))
 			return true;
 	return false;
 }
@@ -283,9 +289,11 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	r2cc_qlock_lock(&mq->lock);
 	mq->psend = post;
 	/* The common case: protected, on the program's QP or (moved) its
-	 * backup, no memory window in the chain; posted, then logged and
-	 * counted in one pass */
-	if (__builtin_expect(mq->life != R2CC_LIFE_RUN || mw_op(wr), 0)) {
+	 * backup, no memory window in the chain if on the backup; posted,
+	 * then logged and counted in one pass */
+	if (__builtin_expect(mq->life != R2CC_LIFE_RUN ||
+				     (mq->on_backup && mw_op(wr)),
+			     0)) {
 		ret = post_send(mq, wr, bad, post);
 		r2cc_qlock_unlock(&mq->lock);
 		count_posted(st, wr, ret ? *bad : NULL);
@@ -300,6 +308,15 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 		if (mq->on_backup && (err = r2cc_mig_backup_send(mq, w))) {
 			*bad = w;
 			ret = -err;
+			break;
+		}
+		/* On the program's QP, a memory window's WR (posted, as
+		 * post_send() would after refusing) ends protection here */
+		if (__builtin_expect(mw_wr(w), 0)) {
+			refuse(mq, "it posts memory-window operations");
+			err = post_unlogged(mq, w, stop, bad, st);
+			if (err)
+				ret = err;
 			break;
 		}
 		err = r2cc_sendlog_put(mq->slog, w, &len);

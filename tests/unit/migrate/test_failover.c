@@ -136,7 +136,7 @@ Test(failover, a_moved_connection_the_program_ends_flushes_on_the_backup,
 	cr_assert_eq(wc[0].qp_num, prim.qp.qp_num);
 }
 
-Test(failover, a_memory_window_operation_is_refused_before_it_is_posted,
+Test(failover, a_memory_window_operation_ends_protection_as_it_is_posted,
      .init = setup, .fini = teardown, .timeout = 20)
 {
 	struct ibv_send_wr wr = { .wr_id = 9,
@@ -147,8 +147,9 @@ Test(failover, a_memory_window_operation_is_refused_before_it_is_posted,
 
 	post(1);
 	cr_assert_eq(r2cc_mig_post_send(mq, &wr, &bad, f_post_send, NULL), 0);
-	/* Unprotected before the provider had it: its completion, and the
-	 * ones before it, are the program's, as the provider reports them */
+	/* Unprotected before the QP's lock let go of it: its completion,
+	 * and the ones before it, are the program's, as the provider
+	 * reports them */
 	cr_assert_eq(r2cc_mig_state(mq), R2CC_PROT_NONE);
 	cr_assert_eq(prim.nsent, 2);
 	cr_assert_eq(primary_wc(1, IBV_WC_SUCCESS), 1, "delivered");
