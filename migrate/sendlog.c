@@ -188,22 +188,17 @@ int r2cc_sendlog_match(const struct r2cc_sendlog *log, uint64_t wr_id,
 		/* No move's marks: the oldest signaled one */
 		if (!log->sig_n)
 			return -ENOENT;
-		i = log->sig[log->sig_head] - r2cc_sl_oldest_seq(log);
-		e = r2cc_sl_at(log, i);
-		if (e->wr.wr_id != wr_id ||
-		    r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
-			return -EPROTO;
-		return (int)i;
+		i = r2cc_sl_first_signaled(log);
+		return r2cc_sl_other(r2cc_sl_at(log, i), wr_id, opcode) ?
+			       -EPROTO :
+			       (int)i;
 	}
 	for (i = 0; i < log->count; i++) {
 		e = r2cc_sl_at(log, i);
 		/* DONE entries were never posted where this came from */
 		if ((!e->signaled && !e->forced) || e->disp == R2CC_SL_DONE)
 			continue;
-		if (e->wr.wr_id != wr_id ||
-		    r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
-			return -EPROTO;
-		return (int)i;
+		return r2cc_sl_other(e, wr_id, opcode) ? -EPROTO : (int)i;
 	}
 	return -ENOENT;
 }

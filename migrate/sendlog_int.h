@@ -77,6 +77,20 @@ static inline uint32_t r2cc_sl_oldest_seq(const struct r2cc_sendlog *log)
 	return log->seq - log->count;
 }
 
+/* Index of the oldest signaled entry (sig_n > 0) */
+static inline uint32_t r2cc_sl_first_signaled(const struct r2cc_sendlog *log)
+{
+	return log->sig[log->sig_head] - r2cc_sl_oldest_seq(log);
+}
+
+/* Is a completion of @wr_id and @opcode another WR's than @e's? */
+static inline bool r2cc_sl_other(const struct r2cc_sendlog_ent *e,
+				 uint64_t wr_id, enum ibv_wc_opcode opcode)
+{
+	return e->wr.wr_id != wr_id ||
+	       r2cc_wc_opcode(e->wr.opcode) != (int)opcode;
+}
+
 /* Of the @n oldest entries (1 <= @n <= count), those that consume a
  * receive at the peer */
 static inline uint32_t r2cc_sl_consumers_of(const struct r2cc_sendlog *log,
@@ -120,9 +134,9 @@ static inline int r2cc_sendlog_next_done(struct r2cc_sendlog *log,
 
 	if (log->marked || !log->sig_n)
 		return -EAGAIN;
-	n = log->sig[log->sig_head] - r2cc_sl_oldest_seq(log) + 1;
+	n = r2cc_sl_first_signaled(log) + 1;
 	e = r2cc_sl_at(log, n - 1);
-	if (e->wr.wr_id != wr_id || r2cc_wc_opcode(e->wr.opcode) != (int)opcode)
+	if (r2cc_sl_other(e, wr_id, opcode))
 		return -EAGAIN;
 	*consumers = r2cc_sl_consumers_of(log, n);
 	r2cc_sl_drop(log, n);
