@@ -305,14 +305,16 @@ int r2cc_mig_post_send(struct r2cc_mig_qp *mq, struct ibv_send_wr *wr,
 	for (w = wr; w != stop; w = w->next) {
 		int err;
 
-		if (mq->on_backup && (err = r2cc_mig_backup_send(mq, w))) {
-			*bad = w;
-			ret = -err;
-			break;
-		}
-		/* On the program's QP, a memory window's WR (posted, as
-		 * post_send() would after refusing) ends protection here */
-		if (__builtin_expect(mw_wr(w), 0)) {
+		if (mq->on_backup) {
+			if ((err = r2cc_mig_backup_send(mq, w))) {
+				*bad = w;
+				ret = -err;
+				break;
+			}
+		} else if (__builtin_expect(mw_wr(w), 0)) {
+			/* On the program's QP, a memory window's WR (posted,
+			 * as post_send() would after refusing) ends protection
+			 * here; a moved QP's chain was checked before */
 			refuse(mq, "it posts memory-window operations");
 			err = post_unlogged(mq, w, stop, bad, st);
 			if (err)
