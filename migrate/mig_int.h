@@ -340,6 +340,9 @@ struct r2cc_mig_state {
 	_Atomic unsigned int away; /* QPs on their backup (failback's tick) */
 	bool failback;
 	uint32_t failback_hold_ms;
+	/* Unit tests that must not race the channel thread's ticks
+	 * (r2cc_mig_test_quiet()): the inbox's ticks are skipped */
+	_Atomic bool quiet;
 	uint32_t keepalive_ms; /* R2CC_KEEPALIVE_MS, 0: no keepalive */
 	bool lazy; /* R2CC_BACKUP=lazy */
 	uint32_t detect_ms; /* R2CC_DETECT_MS: a recycled primary's timeout */

@@ -52,6 +52,10 @@ void r2cc_mig_test_fault_ago(struct r2cc_mig_qp *mq, unsigned int ago_ms);
  * 0 no, 1 yes, 2 silent), or only asked (-1): what is remembered of it,
  * -1 nothing */
 int r2cc_mig_test_node(const uint8_t gid[16], int word);
+/* The channel thread's ticks skipped (@on; it returns once a tick under
+ * way has ended), or run again: for a test that drives r2cc_mig_tick()
+ * itself and checks what happens between two (tick.c) */
+void r2cc_mig_test_quiet(bool on);
 /* Moves back wait @ms of a rail's health (R2CC_FAILBACK_HOLD_MS) */
 void r2cc_mig_test_fb_hold(unsigned int ms);
 /* @mq's round of a move back began @ago_ms ago */

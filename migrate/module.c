@@ -125,7 +125,7 @@ int r2cc_mig_start(const struct r2cc_config *cfg,
 	static const struct r2cc_mig_inbox_ops ops = {
 		.msg = on_msg,
 		.resolved = r2cc_mig_on_resolved,
-		.tick = r2cc_mig_tick,
+		.tick = r2cc_mig_inbox_tick_quietly,
 	};
 	struct r2cc_chan_cfg cc = {
 		.port = (uint16_t)cfg->ctrl_port,

@@ -17,6 +17,7 @@
 #include "keys.h"
 #include "keepalive.h"
 #include "mig_int.h"
+#include "mig_test.h"
 #include "rebind.h"
 #include "srq.h"
 #include "tick.h"
@@ -119,17 +120,31 @@ static void tick(void)
 	pthread_mutex_unlock(&ps.lock);
 }
 
+/* One tick at a time: a caller's returns after any tick under way, so
+ * what it triggered is done (the channel thread's own, and a unit
+ * test's) */
+static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+
 void r2cc_mig_tick(void)
 {
-	/* One tick at a time: a caller's returns after any tick under way,
-	 * so what it triggered is done (the channel thread's own, and a
-	 * unit test's) */
-	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
-
 	pthread_mutex_lock(&one);
 	r2cc_chan_hold();
 	tick();
 	r2cc_chan_flush();
+	pthread_mutex_unlock(&one);
+}
+
+void r2cc_mig_inbox_tick_quietly(void)
+{
+	if (!atomic_load_explicit(&ps.quiet, memory_order_relaxed))
+		r2cc_mig_tick();
+}
+
+void r2cc_mig_test_quiet(bool on)
+{
+	atomic_store(&ps.quiet, on);
+	/* a tick under way ends first */
+	pthread_mutex_lock(&one);
 	pthread_mutex_unlock(&one);
 }
 

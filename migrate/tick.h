@@ -25,5 +25,8 @@ bool r2cc_mig_waited(const struct r2cc_mig_qp *mq, uint64_t since, uint64_t now,
 /* The channel's tick (no lock held): keepalive, failback, and moves that
  * waited too long for the peer given up. */
 void r2cc_mig_tick(void);
+/* The channel thread's tick: r2cc_mig_tick(), unless a unit test made
+ * the module quiet (r2cc_mig_test_quiet(), mig_test.h) */
+void r2cc_mig_inbox_tick_quietly(void);
 
 #endif /* R2CC_MIG_TICK_H */

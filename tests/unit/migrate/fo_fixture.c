@@ -447,6 +447,7 @@ void teardown(void)
 	r2cc_mig_test_free(mq);
 	r2cc_mig_cq_free(mc);
 	r2cc_mig_stop();
+	r2cc_mig_test_quiet(false);
 }
 
 /* A signaled WR of @op, 100 bytes (one packet). */
