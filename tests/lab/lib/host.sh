@@ -107,6 +107,28 @@ lab_udp_drops() {
 	awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { print $6 }' /proc/net/snmp
 }
 
+# lab_udp_buffers: each socket netdev's receive buffer is the host's
+# net.core.rmem_default (QEMU sets none): raised to LAB_RMEM for the
+# lab's run, so that a burst waits in the buffer instead of being dropped
+# (at 208 KiB, scale's failover lost thousands of datagrams, each an ACK
+# timeout of seconds in rxe). Prints the value to put back (nothing when
+# it was large enough or cannot be changed).
+LAB_RMEM=4194304
+lab_udp_buffers() {
+	local cur
+	cur=$(sysctl -n net.core.rmem_default 2> /dev/null) || return 0
+	[[ $cur =~ ^[0-9]+$ ]] && [ "$cur" -lt $LAB_RMEM ] || return 0
+	sysctl -q -w net.core.rmem_default=$LAB_RMEM > /dev/null 2>&1 ||
+		{ echo "lab: cannot raise net.core.rmem_default (UDP drops likely)" >&2; return 0; }
+	echo "$cur"
+}
+
+# lab_udp_buffers_restore OLD: lab_udp_buffers' change undone
+lab_udp_buffers_restore() {
+	[ -n "$1" ] && sysctl -q -w net.core.rmem_default="$1" > /dev/null 2>&1
+	return 0
+}
+
 # lab_port_base N: a base port with N consecutive free UDP ports. QEMU's
 # socket netdevs are bound but unconnected UDP sockets (and set
 # SO_REUSEADDR, so a second lab could bind the same ports and steal the
