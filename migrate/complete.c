@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bcq.h"
 #include "complete.h"
 #include "failback.h"
 #include "fence.h"
@@ -433,23 +434,12 @@ traced:
 	return keep;
 }
 
-/* One completion of a backup CQ, in the program's terms: 1 delivered in
- * @wc, 0 none, -1 taken (hidden, or stashed). */
-static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
-			struct ibv_wc *wc)
+int r2cc_mig_backup_wc(struct r2cc_mig_qp *mq, bool rcq, struct ibv_wc *wc)
 {
-	int got;
+	int got = 1;
 
-	r2cc_qlock_lock(&mq->lock);
-	if (!mq->bqp || (bcq != mq->bscq && bcq != mq->brcq)) {
-		r2cc_qlock_unlock(&mq->lock); /* released, or a torn read */
-		return 0;
-	}
-	got = bcq->context->ops.poll_cq(bcq, 1, wc);
-	if (got <= 0) {
-		r2cc_qlock_unlock(&mq->lock);
-		return 0;
-	}
+	if (!mq->bqp)
+		return 0; /* released */
 	wc->qp_num = mq->qpn;
 	if (wc->wr_id == R2CC_HEAL_WRID) {
 		got = -1; /* r2cc's own: see r2cc_mig_wc() */
@@ -477,7 +467,7 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 				 mq->qpn, mq->bqp->qp_num,
 				 ibv_wc_status_str(wc->status),
 				 mq->bscq == mq->brcq ? "one" :
-				 bcq == mq->brcq      ? "receive" :
+				 rcq		      ? "receive" :
 							"send",
 				 (unsigned long long)wc->wr_id, wc->vendor_err,
 				 r2cc_mig_life_name(mq->life));
@@ -502,7 +492,6 @@ static int backup_poll1(struct r2cc_mig_qp *mq, struct ibv_cq *bcq,
 			  (long long)ts.tv_sec, ts.tv_nsec / 1000);
 	}
 	trace_wc(mq, got > 0 ? "backup: delivered" : "backup: hidden", wc);
-	r2cc_qlock_unlock(&mq->lock);
 	return got;
 }
 
@@ -518,48 +507,14 @@ uint64_t r2cc_mig_pushed(struct r2cc_mig_cq *mc)
 	return r2cc_wcstash_pushed(mc->stash);
 }
 
-/*
- * The list is read without mc->lock (a failover attaches under the QP's
- * lock, so the lock order QP -> CQ forbids holding mc->lock here while
- * taking a QP's). An entry may be stale or torn while a QP is detached:
- * backup_poll1() checks it under the QP's lock, a released QP's
- * memory outlives it by a second and MIG_RETIRED frees (objects.c), and
- * an outgrown list is not freed before its CQ (wake.c).
- */
 int r2cc_mig_poll_more(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 {
-	const struct r2cc_mig_cqlist *l;
-	unsigned int i, k, nq;
-	int got = 0, r;
+	int got = 0;
 
 	if (!r2cc_wcstash_empty(mc->stash))
 		got = r2cc_wcstash_pop(mc->stash, wc, n);
-	nq = (unsigned int)__atomic_load_n(&mc->nqps, __ATOMIC_ACQUIRE);
-	if (!nq)
-		return got;
-	/* Published before nqps could count past an older list's end. */
-	l = __atomic_load_n(&mc->list, __ATOMIC_ACQUIRE);
-	if (nq > (unsigned int)l->cap)
-		nq = (unsigned int)l->cap;
-	/* Round the QPs from where the last poll stopped: one with much
-	 * to deliver does not starve the others. */
-	i = atomic_load_explicit(&mc->poll_from, memory_order_relaxed) % nq;
-	for (k = 0; k < nq && got < n && r2cc_wcstash_empty(mc->stash); k++) {
-		struct r2cc_mig_qp *mq =
-			__atomic_load_n(&l->e[i].qp, __ATOMIC_ACQUIRE);
-		struct ibv_cq *bcq =
-			__atomic_load_n(&l->e[i].bcq, __ATOMIC_ACQUIRE);
-
-		/* One at a time: a completion may let DONE entries after it
-		 * complete (stashed), which must come before later ones. */
-		while (mq && got < n && r2cc_wcstash_empty(mc->stash) &&
-		       (r = backup_poll1(mq, bcq, &wc[got])))
-			if (r > 0)
-				got++;
-		if (++i == nq)
-			i = 0;
-	}
-	atomic_store_explicit(&mc->poll_from, i, memory_order_relaxed);
+	if (got < n && r2cc_wcstash_empty(mc->stash))
+		got += r2cc_mig_bcq_poll(mc, n - got, wc + got);
 	return got;
 }
 

@@ -22,6 +22,10 @@ void r2cc_mig_drain_done(struct r2cc_mig_qp *mq);
  * receive the peer's executed SEND consumed), 0 hidden (and held). */
 int r2cc_mig_old_wc(struct r2cc_mig_qp *mq, struct r2cc_mig_cq *mc,
 		    const struct ibv_wc *wc);
+/* A completion @wc of @mq's backup (polled from its standby CQ: the
+ * receive one if @rcq), in the program's terms: 1 delivered in @wc, 0
+ * none, -1 taken (hidden, or stashed). */
+int r2cc_mig_backup_wc(struct r2cc_mig_qp *mq, bool rcq, struct ibv_wc *wc);
 /* Hidden completions are held from now on, room for every WR. */
 void r2cc_mig_hold_start(struct r2cc_mig_qp *mq);
 /* What was held goes to the program's stashes, in order; then freed. */

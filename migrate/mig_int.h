@@ -64,20 +64,50 @@
 /* Reasons a QP runs unprotected said at info level, each once */
 #define MIG_UNPROT_SAID 16
 
-/* A standby's CQ listed on a program CQ, and its QP. */
-struct r2cc_mig_cqent {
-	struct r2cc_mig_qp *qp;
-	struct ibv_cq *bcq;
+struct r2cc_mig_bcq;
+
+/* A standby's place on a shared standby CQ (bcq.c): its completions
+ * polled from that CQ, in order, not yet taken by its QP. Under the
+ * CQ's lock. */
+struct r2cc_mig_bslot {
+	struct r2cc_mig_bcq *b; /* NULL: none */
+	struct r2cc_mig_qp *mq; /* whose (set once) */
+	struct r2cc_mig_bslot *next; /* b's slots */
+	uint32_t bqpn; /* its standby QP's number, 0 until made */
+	int need; /* entries of the CQ it may fill */
+	struct ibv_wc *wc; /* a ring: cap entries, n from head */
+	uint32_t head, n, cap;
+	bool ready; /* on b's ready list: the program's polls take them */
+	bool joined; /* its QP moved onto its standby: taken at polls */
 };
 
-/* A program CQ's list of them (wake.c): room for every QP that may move
- * onto a standby, reserved when the QP is protected. An outgrown list
- * stays allocated until the CQ is freed: a poller may still be reading
- * it (geometric growth, so all of them take at most twice the last). */
+/* A standby CQ: shared by the standbys of the QPs on one program CQ on
+ * one rail (one, or a few when they outgrow one CQ). Kept until the
+ * program's CQ is freed (an event of it may still be in hand). */
+struct r2cc_mig_bcq {
+	struct r2cc_mig_bcq *next; /* mc->bcqs, under mc->lock */
+	struct r2cc_mig_cq *mc; /* the program CQ it feeds */
+	struct ibv_context *ctx; /* its rail's (r2cc's own context) */
+	struct ibv_cq *cq; /* owned */
+	int cqe, used; /* its size, and what its standbys may fill (mc->lock) */
+	_Atomic bool armed; /* armed, its event not come yet */
+	pthread_mutex_t lock; /* below, and every poll of cq */
+	struct r2cc_map by_qpn; /* standby QP number + 2 -> its slot */
+	struct r2cc_mig_bslot *slots;
+	uint32_t nslots;
+	int njoined; /* slots joined: listed on mc while not 0 */
+	struct r2cc_mig_bslot **ready; /* slots with completions to take */
+	uint32_t nready, ready_cap;
+	uint64_t stale; /* completions of standbys gone, dropped */
+};
+
+/* The standby CQs a program CQ's poll polls: those with a moved QP
+ * (bcq.c). An outgrown list stays allocated until the CQ is freed: a
+ * poller may still be reading it. */
 struct r2cc_mig_cqlist {
 	struct r2cc_mig_cqlist *old;
 	int cap;
-	struct r2cc_mig_cqent e[];
+	struct r2cc_mig_bcq *e[];
 };
 
 /* A program CQ that protected QPs complete on. */
@@ -86,10 +116,12 @@ struct r2cc_mig_cq {
 	/* The program armed it and no ring was sent since (see ring()). */
 	_Atomic int armed;
 	pthread_mutex_t lock; /* the lists below */
-	/* Migrated QPs, and the backup CQ of each that feeds this CQ: the
-	 * first nqps of list; list->cap >= nresv, the entries reserved. */
+	/* Its standby CQs (owned), and the first nlive of list, those
+	 * with a moved QP; list->cap >= every standby CQ it has. */
+	struct r2cc_mig_bcq *bcqs;
+	int nbcq;
 	struct r2cc_mig_cqlist *list;
-	int nqps, nresv;
+	int nlive;
 	_Atomic unsigned int poll_from; /* where the next poll starts */
 	/* Its doorbell (bell.c), under lock; the program's CQ (borrowed) */
 	struct ibv_cq *cq;
@@ -168,9 +200,11 @@ struct r2cc_mig_qp {
 	uint32_t qpn, dest_qpn;
 	uint8_t gid[16], dest_gid[16];
 	int rail, backup_rail;
-	struct ibv_cq *bscq, *brcq; /* owned: the backup's CQs (maybe one) */
-	/* Armed by r2cc, no event of theirs seen since (wake.c) */
-	_Atomic bool bscq_armed, brcq_armed;
+	/* The backup's places on its standby CQs (bcq.c): sending, and
+	 * receiving when the program's QP has two CQs; and those CQs
+	 * (borrowed: the same one when it has one) */
+	struct r2cc_mig_bslot bs[2];
+	struct ibv_cq *bscq, *brcq;
 	struct ibv_qp *bqp; /* owned: the backup QP */
 	bool bspare; /* it holds one send WR more than the program's QP */
 	/* R2CC_BACKUP=lazy, both ends: the backup is made at a failover

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bcq.h"
 #include "bind.h"
 #include "failback.h"
 #include "fence.h"
@@ -18,14 +19,39 @@
 #include "objects.h"
 #include "srq.h"
 
+static struct ibv_cq *test_cq;
+
+static struct ibv_cq *give_test_cq(struct ibv_context *c, int cqe, void *cqc,
+				   struct ibv_comp_channel *ch, int vec)
+{
+	(void)c;
+	(void)cqe;
+	(void)ch;
+	(void)vec;
+	test_cq->cq_context = cqc; /* as ibv_create_cq() */
+	return test_cq;
+}
+
 void r2cc_mig_test_bound(struct r2cc_mig_qp *mq, struct ibv_qp *bqp,
 			 struct ibv_cq *bcq, uint64_t peer, uint32_t dest_qpn,
 			 uint32_t bpsn)
 {
+	struct ibv_cq *(*v)(struct ibv_context *, int, void *,
+			    struct ibv_comp_channel *, int);
+
 	pthread_mutex_lock(&ps.lock);
 	r2cc_qlock_lock(&mq->lock);
 	mq->bqp = bqp;
-	mq->bscq = mq->brcq = bcq;
+	/* One standby CQ for each CQ a test hands in (keyed by it), shared
+	 * by the QPs it is handed in for. */
+	test_cq = bcq;
+	v = ps.v.create_cq;
+	ps.v.create_cq = give_test_cq;
+	if (bcq &&
+	    (r2cc_mig_bcq_attach(mq, (struct ibv_context *)bcq, NULL, 0, 0) ||
+	     (bqp && r2cc_mig_bcq_bind(mq, bqp->qp_num))))
+		r2cc_err("test: QP %#x: no standby CQ", mq->qpn);
+	ps.v.create_cq = v;
 	mq->peer = peer;
 	r2cc_mig_set_dest(mq, dest_qpn);
 	mq->rail = 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bcq.h"
 #include "chan.h"
 #include "complete.h"
 #include "event.h"
@@ -38,7 +39,7 @@ static void moved(struct r2cc_mig_qp *mq, enum r2cc_mig_ev ev)
 		return;
 	/* The backup's consumed receives were moved to the stash: its CQs
 	 * hold only flushes now, emptied when it is re-armed. */
-	r2cc_mig_cq_detach(mq);
+	r2cc_mig_bcq_detach(mq);
 	mq->recycled = true;
 	r2cc_mig_fb_moved(mq);
 }
@@ -226,7 +227,7 @@ void r2cc_mig_replay(struct r2cc_mig_qp *mq)
 		return;
 	}
 	if (!back)
-		r2cc_mig_cq_join(mq);
+		r2cc_mig_bcq_join(mq);
 	r2cc_mig_ring(mq, mq->scq); /* what the replay stashed */
 	if (mq->slot && !back) {
 		atomic_fetch_add(&mq->slot->failovers, 1);
@@ -270,7 +271,7 @@ static void backup_drain(struct r2cc_mig_qp *mq)
 	int spins = 0;
 
 	for (;;) {
-		if (mq->brcq->context->ops.poll_cq(mq->brcq, 1, &wc) > 0) {
+		if (r2cc_mig_bcq_take(mq, &wc)) {
 			struct r2cc_mig_cq *mc = r2cc_mig_prog_cq(mq, &wc);
 
 			wc.qp_num = mq->qpn;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bcq.h"
 #include "mig_int.h"
 #include "objects.h"
 #include "srq.h"
@@ -166,7 +167,7 @@ void r2cc_mig_cq_free(struct r2cc_mig_cq *mc)
 	if (!mc)
 		return;
 	r2cc_mig_bell_free(mc);
-	r2cc_mig_cq_list_free(mc);
+	r2cc_mig_bcq_free_all(mc);
 	r2cc_wcstash_free(mc->stash);
 	pthread_mutex_destroy(&mc->lock);
 	free(mc);
@@ -175,7 +176,7 @@ void r2cc_mig_cq_free(struct r2cc_mig_cq *mc)
 bool r2cc_mig_cq_busy(struct r2cc_mig_cq *mc)
 {
 	return !r2cc_wcstash_empty(mc->stash) ||
-	       __atomic_load_n(&mc->nqps, __ATOMIC_RELAXED);
+	       __atomic_load_n(&mc->nlive, __ATOMIC_RELAXED);
 }
 
 struct r2cc_mig_qp *
@@ -204,8 +205,7 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 	mq->slog = r2cc_sendlog_new(2 * cap->max_send_wr + 1,
 				    cap->max_send_sge ? cap->max_send_sge : 1,
 				    cap->max_inline_data, sig_all);
-	/* Its logs, and room to list its standby on its program CQs. */
-	if (!mq->rlog || !mq->slog || r2cc_mig_cq_reserve(scq, rcq)) {
+	if (!mq->rlog || !mq->slog) {
 		r2cc_recvlog_free(mq->rlog);
 		r2cc_sendlog_free(mq->slog);
 		free(mq);
@@ -249,7 +249,6 @@ r2cc_mig_qp_new(struct ibv_qp *qp, const struct ibv_qp_cap *cap, bool sig_all,
 	return mq;
 nomem:
 	r2cc_mig_srq_left(mq);
-	r2cc_mig_cq_unreserve(scq, rcq);
 	r2cc_recvlog_free(mq->rlog);
 	r2cc_sendlog_free(mq->slog);
 	free(mq);
@@ -333,8 +332,7 @@ void r2cc_mig_release(struct r2cc_mig_qp *mq)
 	pthread_mutex_unlock(&ps.lock);
 	r2cc_qlock_lock(&mq->lock);
 	/* Under its lock: a replay cannot list it again meanwhile. */
-	r2cc_mig_cq_detach(mq);
-	r2cc_mig_cq_unreserve(mq->scq, mq->rcq);
+	r2cc_mig_bcq_detach(mq);
 	r2cc_mig_srq_left(mq);
 	r2cc_mig_step(mq, R2CC_MEV_RELEASE);
 	r2cc_mig_backup_destroy(mq);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bcq.h"
 #include "chan.h"
 #include "lid.h"
 #include "mig_int.h"
@@ -106,18 +107,13 @@ int r2cc_mig_backup_to_peer(struct r2cc_mig_qp *mq)
  * flushes), then the CQs emptied (bounded: at most their size). */
 static int backup_reset(struct r2cc_mig_qp *mq)
 {
-	struct ibv_cq *cqs[2] = { mq->bscq, mq->brcq };
 	struct ibv_qp_attr a;
-	struct ibv_wc wc[16];
-	int c, ret;
+	int ret;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
 	ret = ps.v.modify_qp(mq->bqp, &a, IBV_QP_STATE);
-	for (c = 0; c < 2; c++)
-		while (cqs[c] &&
-		       cqs[c]->context->ops.poll_cq(cqs[c], 16, wc) > 0)
-			;
+	r2cc_mig_bcq_empty(mq);
 	mq->brts = false;
 	return ret;
 }
@@ -281,36 +277,21 @@ struct ibv_comp_channel *r2cc_mig_ring_channel(const struct r2cc_mig_desc *d,
 	return ch;
 }
 
-/* The backup: its CQ(s) and an RC QP on the shadow PD, RESET -> INIT
+/* The backup: places on standby CQs and an RC QP on the shadow PD, RESET -> INIT
  * (@locked: ps.lock held, its rail's ring channel may be made). */
 int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
 			bool locked)
 {
-	struct ibv_qp_init_attr ia;
-
 	/* Room for every WR the backup may hold (twice the caps: see the
 	 * logs), receives too when the program's QP has one CQ. */
 	int scqe = 2 * (int)mq->cap.max_send_wr + 1,
-	    rcqe = 2 * (int)mq->cap.max_recv_wr + 1;
-
+	    rcqe = 2 * (int)mq->cap.max_recv_wr + 1, ret;
 	struct ibv_comp_channel *ch = r2cc_mig_ring_channel(d, locked);
+	struct ibv_qp_init_attr ia;
 
-	/* (new CQs: armed by nobody yet, wake.c) */
-	atomic_store(&mq->bscq_armed, false);
-	atomic_store(&mq->brcq_armed, false);
-	mq->bscq = ps.v.create_cq(d->backup_ctx,
-				  mq->rcq != mq->scq ? scqe : scqe + rcqe, mq,
-				  ch, 0);
-	if (!mq->bscq)
-		return errno ? errno : ENOMEM;
-	/* Receives complete on their own CQ when the program's do. */
-	if (mq->rcq != mq->scq) {
-		mq->brcq = ps.v.create_cq(d->backup_ctx, rcqe, mq, ch, 0);
-		if (!mq->brcq)
-			return errno ? errno : ENOMEM;
-	} else {
-		mq->brcq = mq->bscq;
-	}
+	ret = r2cc_mig_bcq_attach(mq, d->backup_ctx, ch, scqe, rcqe);
+	if (ret)
+		return ret;
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = mq->bscq;
 	ia.recv_cq = mq->brcq;
@@ -333,6 +314,9 @@ int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
 	}
 	if (!mq->bqp)
 		return errno ? errno : ENOMEM;
+	ret = r2cc_mig_bcq_bind(mq, mq->bqp->qp_num);
+	if (ret)
+		return ret;
 	mq->bpsn = r2cc_psn_random();
 	return backup_init(mq, d->attr->qp_access_flags);
 }
@@ -341,12 +325,8 @@ void r2cc_mig_backup_destroy(struct r2cc_mig_qp *mq)
 {
 	if (mq->bqp && ps.v.destroy_qp(mq->bqp))
 		r2cc_warn("backup QP %#x: destroy failed", mq->bqp->qp_num);
-	if (mq->brcq && mq->brcq != mq->bscq && ps.v.destroy_cq(mq->brcq))
-		r2cc_warn("backup CQ: destroy failed");
-	if (mq->bscq && ps.v.destroy_cq(mq->bscq))
-		r2cc_warn("backup CQ: destroy failed");
+	r2cc_mig_bcq_leave(mq);
 	mq->bqp = NULL;
-	mq->bscq = mq->brcq = NULL;
 }
 
 int r2cc_mig_backup_move(struct r2cc_mig_qp *mq, struct r2cc_mig_desc *d)

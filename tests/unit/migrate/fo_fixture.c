@@ -127,9 +127,9 @@ struct ibv_cq *f_create_cq(struct ibv_context *c, int cqe, void *cqc,
 {
 	(void)c;
 	(void)cqe;
-	(void)cqc;
 	(void)ch;
 	(void)vec;
+	bcq.cq.cq_context = cqc; /* as ibv_create_cq() */
 	return &bcq.cq;
 }
 
@@ -608,18 +608,20 @@ void fo_rail_down(int rail)
 	r2cc_mig_tick();
 }
 
+struct fake_cq extra_bcq;
+
 void fo_extra_on(struct fo_extra *o, int i)
 {
 	struct ibv_qp_attr a;
 
 	o->prim.qp.context = o->back.qp.context = &ctx;
-	o->bcq.cq.context = &ctx;
+	extra_bcq.cq.context = &ctx;
 	o->prim.qp.qp_num = 0x1000 + (uint32_t)i;
 	o->back.qp.qp_num = 0x2000 + (uint32_t)i;
 	o->mq = r2cc_mig_qp_new(&o->prim.qp, &fo_cap, false, mc, mc, NULL,
 				NULL);
 	cr_assert(o->mq, "QP %d protected", i);
-	r2cc_mig_test_bound(o->mq, &o->back.qp, &o->bcq.cq, PEER,
+	r2cc_mig_test_bound(o->mq, &o->back.qp, &extra_bcq.cq, PEER,
 			    PEER_QPN + 1 + (uint32_t)i, 0x100);
 	memset(&a, 0, sizeof(a));
 	a.path_mtu = IBV_MTU_1024;
@@ -669,6 +671,6 @@ void fo_extra_moves(struct fo_extra *o, int i, int nwr, uint64_t id)
 	cr_assert_eq(r2cc_mig_state(o->mq), R2CC_PROT_MIGRATED, "QP %d", i);
 	cr_assert_eq(o->back.nsent, nwr, "QP %d: its WRs replayed", i);
 	for (k = 0; k < nwr; k++)
-		add_wc(&o->bcq, id + (uint64_t)k, IBV_WC_SUCCESS, IBV_WC_SEND,
-		       o->back.qp.qp_num);
+		add_wc(&extra_bcq, id + (uint64_t)k, IBV_WC_SUCCESS,
+		       IBV_WC_SEND, o->back.qp.qp_num);
 }

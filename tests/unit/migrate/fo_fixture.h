@@ -44,7 +44,7 @@ struct fake_qp {
 
 struct fake_cq {
 	struct ibv_cq cq;
-	struct ibv_wc wc[MAXW];
+	struct ibv_wc wc[1024]; /* (a shared standby CQ's: many QPs') */
 	int head, n;
 };
 
@@ -162,15 +162,16 @@ void fo_to_the_standby(void);
  * and backup CQ, bound to the played peer's QP PEER_QPN + 1 + i */
 struct fo_extra {
 	struct fake_qp prim, back;
-	struct fake_cq bcq;
 	struct r2cc_mig_qp *mq;
 };
+/* The extra QPs' standby CQ: one, shared, as r2cc makes them */
+extern struct fake_cq extra_bcq;
 /* @o made as the @i-th extra QP (QPN 0x1000 + @i, its backup 0x2000 +
  * @i), READY at RTS, with fo_cap */
 void fo_extra_on(struct fo_extra *o, int i);
 /* @o (the @i-th) moves: @nwr signaled SENDs posted (wr_ids from @id on),
  * its path fails, the peer moves its end; they are replayed on its
- * backup and complete there (in its bcq, not yet polled) */
+ * backup and complete there (in extra_bcq, not yet polled) */
 void fo_extra_moves(struct fo_extra *o, int i, int nwr, uint64_t id);
 /* @rail's carrier lost: the event, then a tick */
 void fo_rail_down(int rail);

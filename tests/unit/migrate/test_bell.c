@@ -158,9 +158,9 @@ Test(bell, none_without_the_programs_cq, .init = setup)
 	r2cc_mig_cq_free(mc);
 }
 
-/* A standby CQ's event while its QP's lock is held elsewhere (a move
- * works on it): the channel thread does not wait for the lock, the
- * program CQ's doorbell rings (once per arming). */
+/* A standby CQ's event: the program CQ's doorbell rings (once per
+ * arming), whatever the locks of its QPs (a move may hold one: the
+ * channel thread does not wait for it). */
 static struct ibv_cq bcq_ev = { .context = &ctx };
 static void *ev_ctx;
 static int nev, nacked;
@@ -183,11 +183,12 @@ static void f_ack_cq_events(struct ibv_cq *cq, unsigned int n)
 	nacked += (int)n;
 }
 
-Test(bell, a_busy_qps_event_rings_without_waiting_for_it, .init = setup,
+Test(bell, a_standby_cqs_event_rings_once_an_arming, .init = setup,
      .timeout = 10)
 {
 	struct r2cc_mig_cq *mc = r2cc_mig_cq_new(&pcq, pcq.cqe);
 	static struct r2cc_mig_qp mq;
+	static struct r2cc_mig_bcq b;
 	struct ibv_comp_channel ch = { .fd = -1 };
 
 	ps.v.get_cq_event = f_get_cq_event;
@@ -195,8 +196,14 @@ Test(bell, a_busy_qps_event_rings_without_waiting_for_it, .init = setup,
 	r2cc_qlock_init(&mq.lock);
 	mq.qpn = 0x21;
 	mq.scq = mq.rcq = mc;
-	mq.bscq = mq.brcq = &bcq_ev;
-	ev_ctx = &mq;
+	pthread_mutex_init(&b.lock, NULL);
+	b.mc = mc;
+	b.cq = &bcq_ev;
+	mq.bs[0].b = &b;
+	mq.bs[0].mq = &mq;
+	mq.bs[0].joined = true;
+	b.slots = &mq.bs[0];
+	ev_ctx = &b;
 	atomic_store(&mc->armed, 1); /* the program sleeps on its CQ */
 	r2cc_qlock_lock(&mq.lock); /* a move holds the QP */
 	nev = 2;
