@@ -24,7 +24,8 @@
 # .<node>.cpu_s.<thread> (CPU seconds each thread name of a node's ranks
 # took from the work's start to every QP moved: r2cc-gen the program's,
 # r2cc-* r2cc's), then scale.failover_ratio (2x run over 1x run, fault
-# to last moved).
+# to last moved) and scale.cpu_ratio (the same of .r2cc_cpu_s, the CPU
+# seconds of r2cc's threads on both nodes).
 # lab-rails: 4
 # lab-timeout: 1500
 
@@ -186,6 +187,13 @@ fi
 node_sum() {
 	sed -n "s/^METRIC $1\.[ab]\.$2 //p" "$LAB"/[ab].results |
 		awk '{ s += $1 } END { print s + 0 }'
+}
+
+# r2cc_cpu NAME: CPU seconds r2cc's threads of both nodes' ranks took in
+# run NAME, from the work's start to every QP moved (cpu_between).
+r2cc_cpu() {
+	sed -n "s/^METRIC $1\.[ab]\.cpu_s\.r2cc-\([a-z]*\) /\1 /p" "$LAB"/[ab].results |
+		awk '$1 != "gen" { s += $2 } END { printf "%.2f\n", s }'
 }
 
 # ---- memory of an NCCL-sized QP (512 send WRs, 256 receives) -------------
@@ -352,4 +360,12 @@ if [ "$NODE" = b ]; then
 	x1=$(sed -n 's/^METRIC scale.x1.fault_to_last_moved_ms //p' "$LAB/b.results")
 	x2=$(sed -n 's/^METRIC scale.x2.fault_to_last_moved_ms //p' "$LAB/b.results")
 	metric scale.failover_ratio "$(awk -v a="$x1" -v b="$x2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "none" }')"
+	# the CPU r2cc's threads took for it, both nodes: on one emulated
+	# CPU shared with the busy generators, the time above is mostly
+	# their share of it
+	x1=$(r2cc_cpu scale.x1)
+	x2=$(r2cc_cpu scale.x2)
+	metric scale.x1.r2cc_cpu_s "$x1"
+	metric scale.x2.r2cc_cpu_s "$x2"
+	metric scale.cpu_ratio "$(awk -v a="$x1" -v b="$x2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "none" }')"
 fi
