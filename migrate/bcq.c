@@ -173,7 +173,7 @@ static struct r2cc_mig_bcq *bcq_new(struct r2cc_mig_cq *mc,
 	/* Twice what the rail's CQs of @mc hold so far: a few CQs for
 	 * many standbys, and room for at most as many again. */
 	for (o = mc->bcqs; o; o = o->next)
-		if (o->ctx == ctx && cqe < BCQ_MAX_CQE)
+		if (o->ctx == ctx && o->ch == ch && cqe < BCQ_MAX_CQE)
 			cqe += 2 * o->cqe;
 	if (cqe > BCQ_MAX_CQE)
 		cqe = BCQ_MAX_CQE;
@@ -186,6 +186,7 @@ static struct r2cc_mig_bcq *bcq_new(struct r2cc_mig_cq *mc,
 	}
 	b->mc = mc;
 	b->ctx = ctx;
+	b->ch = ch;
 	pthread_mutex_init(&b->lock, NULL);
 	b->cq = ps.v.create_cq(ctx, cqe, b, ch, 0);
 	if (!b->cq && cqe > need)
@@ -214,7 +215,9 @@ static int slot_attach(struct r2cc_mig_qp *mq, struct r2cc_mig_bslot *s,
 
 	pthread_mutex_lock(&mc->lock);
 	for (b = mc->bcqs; b; b = b->next)
-		if (b->ctx == ctx && b->cq && b->cqe - b->used >= need)
+		if (b->ctx == ctx && b->ch == ch &&
+		    __atomic_load_n(&b->cq, __ATOMIC_RELAXED) &&
+		    b->cqe - b->used >= need)
 			break;
 	if (!b)
 		b = bcq_new(mc, ctx, ch, need);
@@ -470,9 +473,13 @@ int r2cc_mig_bcq_poll(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
  * completion's event, and on rxe each arm is a system call. */
 static void arm(struct r2cc_mig_bcq *b)
 {
-	if (atomic_exchange(&b->armed, true))
+	/* (NULL: destroyed, r2cc_mig_cq_close(); the object lives until
+	 * this event's handler is done) */
+	struct ibv_cq *cq = __atomic_load_n(&b->cq, __ATOMIC_RELAXED);
+
+	if (!cq || atomic_exchange(&b->armed, true))
 		return;
-	if (b->cq->context->ops.req_notify_cq(b->cq, 0))
+	if (cq->context->ops.req_notify_cq(cq, 0))
 		atomic_store(&b->armed,
 			     false); /* tried again at the next arm */
 }
@@ -523,7 +530,9 @@ void r2cc_mig_bcq_event(struct r2cc_mig_bcq *b)
 
 /* ---- a QP moves onto its backup, or off it -------------------------------- */
 
-void r2cc_mig_bcq_join(struct r2cc_mig_qp *mq)
+/* @mq's slots joined (@on) or not: polled with its program CQs, their
+ * CQs listed there while a slot of theirs is joined. */
+static void joined(struct r2cc_mig_qp *mq, bool on)
 {
 	int c;
 
@@ -534,36 +543,60 @@ void r2cc_mig_bcq_join(struct r2cc_mig_qp *mq)
 		if (!b)
 			continue;
 		pthread_mutex_lock(&b->lock);
-		if (!s->joined) {
-			s->joined = true;
-			if (!b->njoined++)
-				list_set(b, true);
+		if (s->joined != on) {
+			s->joined = on;
+			if (on ? !b->njoined++ : !--b->njoined)
+				list_set(b, on);
 		}
-		ready_add(b, s); /* what came before the move */
+		if (on)
+			ready_add(b, s); /* what came before the move */
+		else
+			ready_del(b, s);
 		pthread_mutex_unlock(&b->lock);
-		arm(b);
+		if (on)
+			arm(b);
 	}
+}
+
+void r2cc_mig_bcq_join(struct r2cc_mig_qp *mq)
+{
+	joined(mq, true);
 }
 
 void r2cc_mig_bcq_detach(struct r2cc_mig_qp *mq)
 {
-	int c;
+	joined(mq, false);
+}
 
-	for (c = 0; c < 2; c++) {
-		struct r2cc_mig_bslot *s = &mq->bs[c];
-		struct r2cc_mig_bcq *b = s->b;
+void r2cc_mig_cq_close(struct r2cc_mig_cq *mc)
+{
+	struct r2cc_mig_bcq *b;
+	struct ibv_cq *cq;
 
-		if (!b)
-			continue;
+	if (!mc)
+		return;
+	pthread_mutex_lock(&mc->lock);
+	b = mc->bcqs; /* (only ever pushed at the head) */
+	pthread_mutex_unlock(&mc->lock);
+	for (; b; b = b->next) {
+		/* A standby still on it: the program destroys a CQ its QPs
+		 * use, which fails; kept until the CQ is freed. */
 		pthread_mutex_lock(&b->lock);
-		if (s->joined) {
-			s->joined = false;
-			ready_del(b, s);
-			if (!--b->njoined)
-				list_set(b, false);
-		}
+		cq = b->slots ? NULL : b->cq;
+		if (cq)
+			__atomic_store_n(&b->cq, NULL, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&b->lock);
+		/* Returns once the event of it in hand is acknowledged:
+		 * after its handler (r2cc_mig_ring_ready()); no lock held,
+		 * the handler may take any. */
+		if (!cq || !ps.v.destroy_cq(cq))
+			continue;
+		r2cc_warn("standby CQ: destroy failed");
+		pthread_mutex_lock(&b->lock);
+		__atomic_store_n(&b->cq, cq, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&b->lock);
 	}
+	r2cc_mig_bell_free(mc);
 }
 
 void r2cc_mig_bcq_free_all(struct r2cc_mig_cq *mc)

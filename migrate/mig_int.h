@@ -89,6 +89,7 @@ struct r2cc_mig_bcq {
 	struct r2cc_mig_cq *mc; /* the program CQ it feeds */
 	struct ibv_context *ctx; /* its rail's (r2cc's own context) */
 	struct ibv_cq *cq; /* owned */
+	struct ibv_comp_channel *ch; /* its events' (NULL: none) */
 	int cqe, used; /* its size, and what its standbys may fill (mc->lock) */
 	_Atomic bool armed; /* armed, its event not come yet */
 	pthread_mutex_t lock; /* below, and every poll of cq */

@@ -116,6 +116,9 @@ void r2cc_mig_cq_free(struct r2cc_mig_cq *mc);
 /* Before the program destroys its CQ: @mc's doorbell (bell.c), if it has
  * one, goes (a QP on the CQ would keep it from being destroyed). */
 void r2cc_mig_bell_free(struct r2cc_mig_cq *mc);
+/* ... and first its standby CQs no standby uses any more (bcq.c), once
+ * no event of theirs is being handled: none can ring @mc after. */
+void r2cc_mig_cq_close(struct r2cc_mig_cq *mc);
 /* Is @wc the flush of @mc's doorbell (never the program's)? */
 bool r2cc_mig_bell_wc(struct r2cc_mig_cq *mc, const struct ibv_wc *wc);
 /*

@@ -76,10 +76,11 @@ void r2cc_mig_ring_ready(int fd, void *arg)
 	(void)fd;
 	/* The fd is non-blocking: every event pending, then EAGAIN. */
 	while (!ps.v.get_cq_event(ch, &cq, &ctx)) {
-		/* Acked first: a destroy of this CQ waits for it (its
-		 * object, ctx, lives as long as its program's CQ). */
-		ps.v.ack_cq_events(cq, 1);
+		/* Acknowledged after: a destroy of its CQ (ctx) waits for
+		 * that, so the CQ's object and its program's CQ outlive the
+		 * handler, which waits for no lock such a destroy holds. */
 		r2cc_mig_bcq_event(ctx);
+		ps.v.ack_cq_events(cq, 1);
 	}
 }
 

@@ -63,7 +63,7 @@ R2CC_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	R2CC_ENTER(ibv_destroy_cq, ENOSYS, cq);
 	q = r2cc_lookup(cq, R2CC_OBJ_CQ);
 	if (q)
-		r2cc_mig_bell_free(q->mc);
+		r2cc_mig_cq_close(q->mc);
 	ret = r2cc_real.ibv_destroy_cq(cq);
 	if (!ret && q)
 		r2cc_obj_del(cq, q, cq_free);

@@ -205,6 +205,40 @@ Test(manyqps, a_drain_leaves_the_others_completions_in_order,
 	cr_assert(at[0] >= 0 && at[0] < at[1], "QP 1's in order");
 }
 
+static int ndestroyed;
+
+static int count_destroy(struct ibv_cq *cq)
+{
+	(void)cq;
+	ndestroyed++;
+	return 0;
+}
+
+/* The program destroys its CQ: the standby CQ its QPs' standbys used
+ * goes first (before the doorbell, and waiting for an event of it in
+ * hand), not while a standby is still on it. */
+Test(manyqps, a_program_cqs_close_destroys_its_idle_standby_cq,
+     .init = many_setup, .timeout = 30)
+{
+	int i;
+
+	move(5, 1);
+	ps.v.destroy_cq = count_destroy;
+	r2cc_mig_cq_close(mc);
+	cr_assert_eq(ndestroyed, 0, "destroyed under its standbys");
+	for (i = 0; i < NQ; i++) {
+		r2cc_mig_release(qs[i].mq);
+		r2cc_mig_test_free(qs[i].mq);
+	}
+	r2cc_mig_cq_close(mc);
+	cr_assert_eq(ndestroyed, 1);
+	r2cc_mig_cq_close(mc);
+	cr_assert_eq(ndestroyed, 1, "destroyed twice");
+	ps.v.destroy_cq = (int (*)(struct ibv_cq *))f_destroy;
+	free(qs);
+	teardown();
+}
+
 /* Two devices' QPs may share a QPN, and two peers' QPs too: each
  * message finds its own QP, before and after the others are released. */
 Test(manyqps, qps_are_found_by_qpn_among_repeats, .init = setup,
