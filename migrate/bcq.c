@@ -114,7 +114,7 @@ static void fill(struct r2cc_mig_bcq *b, int max)
 	} while (got == BCQ_BATCH && done < max);
 }
 
-/* ---- the program CQ's list of standby CQs with a moved QP ------------- */
+/* ---- the program CQ's list of standby CQs with a moved QP -------------- */
 
 /* Room on @mc's list for one standby CQ more (mc->lock held). */
 static int list_room(struct r2cc_mig_cq *mc)
@@ -159,7 +159,7 @@ static void list_set(struct r2cc_mig_bcq *b, bool on)
 	pthread_mutex_unlock(&mc->lock);
 }
 
-/* ---- standby CQs -------------------------------------------------------- */
+/* ---- standby CQs ------------------------------------------------------- */
 
 static struct r2cc_mig_bcq *bcq_new(struct r2cc_mig_cq *mc,
 				    struct ibv_context *ctx,
@@ -467,7 +467,7 @@ int r2cc_mig_bcq_poll(struct r2cc_mig_cq *mc, int n, struct ibv_wc *wc)
 	return got;
 }
 
-/* ---- events --------------------------------------------------------------- */
+/* ---- events ------------------------------------------------------------ */
 
 /* Arm @b unless it is armed: a CQ stays armed until its next
  * completion's event, and on rxe each arm is a system call. */
@@ -528,7 +528,7 @@ void r2cc_mig_bcq_event(struct r2cc_mig_bcq *b)
 	}
 }
 
-/* ---- a QP moves onto its backup, or off it -------------------------------- */
+/* ---- a QP moves onto its backup, or off it ----------------------------- */
 
 /* @mq's slots joined (@on) or not: polled with its program CQs, their
  * CQs listed there while a slot of theirs is joined. */

@@ -277,8 +277,9 @@ struct ibv_comp_channel *r2cc_mig_ring_channel(const struct r2cc_mig_desc *d,
 	return ch;
 }
 
-/* The backup: places on standby CQs and an RC QP on the shadow PD, RESET -> INIT
- * (@locked: ps.lock held, its rail's ring channel may be made). */
+/* The backup: places on standby CQs and an RC QP on the shadow PD,
+ * RESET -> INIT (@locked: ps.lock held, its rail's ring channel may be
+ * made). */
 int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
 			bool locked)
 {
