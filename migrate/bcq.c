@@ -97,10 +97,8 @@ static void fill(struct r2cc_mig_bcq *b, int max)
 				&b->by_qpn,
 				(uintptr_t)wc[i].qp_num + R2CC_MAP_KEY_MIN);
 
-			if (!s) { /* of a standby destroyed since */
-				b->stale++;
+			if (!s) /* of a standby destroyed since: dropped */
 				continue;
-			}
 			if (ring_push(s, &wc[i])) {
 				r2cc_err("standby QP %#x: no memory for a "
 					 "completion: wr_id %#llx lost",
@@ -157,6 +155,22 @@ static void list_set(struct r2cc_mig_bcq *b, bool on)
 		__atomic_store_n(&mc->nlive, mc->nlive - 1, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&mc->lock);
+}
+
+/* Slot @s of @b joined (@on) or not (b->lock held): @b is on its program
+ * CQ's list while a slot of it is joined. */
+static void set_joined(struct r2cc_mig_bcq *b, struct r2cc_mig_bslot *s,
+		       bool on)
+{
+	if (s->joined != on) {
+		s->joined = on;
+		if (on ? !b->njoined++ : !--b->njoined)
+			list_set(b, on);
+	}
+	if (on)
+		ready_add(b, s); /* what came before the move */
+	else
+		ready_del(b, s);
 }
 
 /* ---- standby CQs ------------------------------------------------------- */
@@ -275,9 +289,7 @@ static void slot_leave(struct r2cc_mig_bslot *s)
 	if (s->bqpn)
 		r2cc_map_remove(&b->by_qpn,
 				(uintptr_t)s->bqpn + R2CC_MAP_KEY_MIN);
-	ready_del(b, s);
-	if (s->joined && !--b->njoined)
-		list_set(b, false);
+	set_joined(b, s, false);
 	for (pp = &b->slots; *pp && *pp != s; pp = &(*pp)->next)
 		;
 	if (*pp) {
@@ -287,7 +299,6 @@ static void slot_leave(struct r2cc_mig_bslot *s)
 	free(s->wc);
 	s->wc = NULL;
 	s->head = s->n = s->cap = 0;
-	s->joined = false;
 	s->bqpn = 0;
 	__atomic_store_n(&s->b, NULL, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&b->lock);
@@ -311,8 +322,6 @@ int r2cc_mig_bcq_attach(struct r2cc_mig_qp *mq, struct ibv_context *ctx,
 		r2cc_mig_bcq_leave(mq);
 		return ret;
 	}
-	mq->bscq = mq->bs[0].b->cq;
-	mq->brcq = one ? mq->bscq : mq->bs[1].b->cq;
 	return 0;
 }
 
@@ -339,7 +348,6 @@ void r2cc_mig_bcq_leave(struct r2cc_mig_qp *mq)
 {
 	slot_leave(&mq->bs[0]);
 	slot_leave(&mq->bs[1]);
-	mq->bscq = mq->brcq = NULL;
 }
 
 void r2cc_mig_bcq_empty(struct r2cc_mig_qp *mq)
@@ -361,7 +369,7 @@ void r2cc_mig_bcq_empty(struct r2cc_mig_qp *mq)
 
 bool r2cc_mig_bcq_take(struct r2cc_mig_qp *mq, struct ibv_wc *wc)
 {
-	struct r2cc_mig_bslot *s = mq->bs[1].b ? &mq->bs[1] : &mq->bs[0];
+	struct r2cc_mig_bslot *s = r2cc_mig_bslot_of(mq, true);
 	bool got;
 
 	if (!s->b)
@@ -543,15 +551,7 @@ static void joined(struct r2cc_mig_qp *mq, bool on)
 		if (!b)
 			continue;
 		pthread_mutex_lock(&b->lock);
-		if (s->joined != on) {
-			s->joined = on;
-			if (on ? !b->njoined++ : !--b->njoined)
-				list_set(b, on);
-		}
-		if (on)
-			ready_add(b, s); /* what came before the move */
-		else
-			ready_del(b, s);
+		set_joined(b, s, on);
 		pthread_mutex_unlock(&b->lock);
 		if (on)
 			arm(b);

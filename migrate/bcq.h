@@ -9,10 +9,17 @@
 
 /* Places for @mq's backup on standby CQs of @ctx feeding its program CQs
  * (@scqe sends and @rcqe receives it may complete; one CQ when the
- * program's QP has one), made on @ch when none has room; sets mq->bscq
- * and mq->brcq (mq lock held). 0 or an errno. */
+ * program's QP has one), made on @ch when none has room (mq lock held).
+ * 0 or an errno. */
 int r2cc_mig_bcq_attach(struct r2cc_mig_qp *mq, struct ibv_context *ctx,
 			struct ibv_comp_channel *ch, int scqe, int rcqe);
+/* @mq's place for its backup's sends, or (@recv) receives: the same one
+ * when the program's QP has one CQ. */
+static inline struct r2cc_mig_bslot *r2cc_mig_bslot_of(struct r2cc_mig_qp *mq,
+						       bool recv)
+{
+	return recv && mq->bs[1].b ? &mq->bs[1] : &mq->bs[0];
+}
 /* Its backup QP was made: completions with its number are its own. */
 int r2cc_mig_bcq_bind(struct r2cc_mig_qp *mq, uint32_t bqpn);
 /* Its places given up, the backup QP destroyed (mq lock held): what

@@ -466,9 +466,9 @@ int r2cc_mig_backup_wc(struct r2cc_mig_qp *mq, bool rcq, struct ibv_wc *wc)
 				 "the program sees the error",
 				 mq->qpn, mq->bqp->qp_num,
 				 ibv_wc_status_str(wc->status),
-				 mq->bscq == mq->brcq ? "one" :
-				 rcq		      ? "receive" :
-							"send",
+				 !mq->bs[1].b ? "one" :
+				 rcq	      ? "receive" :
+						"send",
 				 (unsigned long long)wc->wr_id, wc->vendor_err,
 				 r2cc_mig_life_name(mq->life));
 		r2cc_mig_set_state(mq, R2CC_PROT_FAILED);

@@ -99,7 +99,6 @@ struct r2cc_mig_bcq {
 	int njoined; /* slots joined: listed on mc while not 0 */
 	struct r2cc_mig_bslot **ready; /* slots with completions to take */
 	uint32_t nready, ready_cap;
-	uint64_t stale; /* completions of standbys gone, dropped */
 };
 
 /* The standby CQs a program CQ's poll polls: those with a moved QP
@@ -202,10 +201,8 @@ struct r2cc_mig_qp {
 	uint8_t gid[16], dest_gid[16];
 	int rail, backup_rail;
 	/* The backup's places on its standby CQs (bcq.c): sending, and
-	 * receiving when the program's QP has two CQs; and those CQs
-	 * (borrowed: the same one when it has one) */
+	 * receiving when the program's QP has two CQs */
 	struct r2cc_mig_bslot bs[2];
-	struct ibv_cq *bscq, *brcq;
 	struct ibv_qp *bqp; /* owned: the backup QP */
 	bool bspare; /* it holds one send WR more than the program's QP */
 	/* R2CC_BACKUP=lazy, both ends: the backup is made at a failover

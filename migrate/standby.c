@@ -294,8 +294,8 @@ int r2cc_mig_backup_new(struct r2cc_mig_qp *mq, const struct r2cc_mig_desc *d,
 	if (ret)
 		return ret;
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = mq->bscq;
-	ia.recv_cq = mq->brcq;
+	ia.send_cq = r2cc_mig_bslot_of(mq, false)->b->cq;
+	ia.recv_cq = r2cc_mig_bslot_of(mq, true)->b->cq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.cap = mq->cap;
 	if (mq->srq) {
